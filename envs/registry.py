@@ -1,0 +1,149 @@
+"""Name -> environment resolution: gymnax envs, our own pure-JAX envs, and wrapper assembly."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib
+import inspect
+from typing import Any, Callable, Union
+
+from envs.gymnax_env import GymnaxEnv
+from envs.wrappers import EpisodeStatistics, NormalizeObservation
+from jaxrl_sys.types import Env
+
+EnvFactory = Callable[..., Env]
+
+GYMNASIUM_PREFIX = "gymnasium:"
+
+# gymnax ids that construct without network access (MNISTBandit-bsuite downloads data).
+# Kept as literals so `names()` and error messages never pay for importing gymnax.
+GYMNAX_NAMES: tuple[str, ...] = (
+    "CartPole-v1",
+    "Acrobot-v1",
+    "MountainCar-v0",
+    "Pendulum-v1",
+    "MountainCarContinuous-v0",
+    "Asterix-MinAtar",
+    "Breakout-MinAtar",
+    "Freeway-MinAtar",
+    "Seaquest-MinAtar",
+    "SpaceInvaders-MinAtar",
+    "Catch-bsuite",
+    "DeepSea-bsuite",
+    "MemoryChain-bsuite",
+    "UmbrellaChain-bsuite",
+    "DiscountingChain-bsuite",
+    "SimpleBandit-bsuite",
+    "FourRooms-misc",
+    "MetaMaze-misc",
+    "PointRobot-misc",
+    "BernoulliBandit-misc",
+    "GaussianBandit-misc",
+    "Reacher-misc",
+    "Swimmer-misc",
+    "Pong-misc",
+    "FrozenLake-misc",
+)
+
+# Our own envs: name -> factory, or a "module:attr" string imported on first use.
+_OWN: dict[str, Union[EnvFactory, str]] = {}
+
+
+class UnknownEnvError(ValueError):
+    """Raised for an env name that the registry cannot resolve; the message is one line."""
+
+
+def register(name: str, factory: Union[EnvFactory, str]) -> None:
+    """Register our own env: `factory(**params) -> Env`, or a lazy "module:attr" path to one."""
+    if not isinstance(name, str) or not name:
+        raise ValueError("env name must be a non-empty string")
+    if name.startswith(GYMNASIUM_PREFIX):
+        raise ValueError(f"env names starting with {GYMNASIUM_PREFIX!r} are reserved")
+    if name in GYMNAX_NAMES or name in _OWN:
+        raise ValueError(f"env {name!r} is already registered")
+    if not (callable(factory) or (isinstance(factory, str) and ":" in factory)):
+        raise TypeError("factory must be callable or a 'module:attr' string")
+    _OWN[name] = factory
+
+
+def names() -> list[str]:
+    """All names `make` resolves (gymnax ids, then our own envs)."""
+    return [*GYMNAX_NAMES, *_OWN]
+
+
+def make(
+    name: str, *, normalize_obs: bool = False, episode_stats: bool = True, **params: Any
+) -> Env:
+    """Build env `name` with `params` overriding its defaults, then wrap it.
+
+    Wrapper order: base -> NormalizeObservation (if `normalize_obs`) -> EpisodeStatistics
+    (if `episode_stats`).
+    """
+    if name.startswith(GYMNASIUM_PREFIX):
+        raise UnknownEnvError(
+            f"cannot make {name!r}: gymnasium: environments need the host loop, "
+            "which is not available yet"
+        )
+    if name in _OWN:
+        env = _make_own(name, params)
+    elif name in GYMNAX_NAMES:
+        env = _make_gymnax(name, params)
+    else:
+        raise UnknownEnvError(_unknown_message(name))
+    if normalize_obs:
+        env = NormalizeObservation(env)
+    if episode_stats:
+        env = EpisodeStatistics(env)
+    return env
+
+
+def _make_gymnax(name: str, params: dict[str, Any]) -> Env:
+    """Construct a gymnax env and bake `params` into its EnvParams."""
+    import gymnax  # lazy: importing gymnax takes seconds
+
+    gym_env, env_params = gymnax.make(name)
+    valid = [f.name for f in dataclasses.fields(env_params)]
+    _check_params(name, params, valid)
+    if params:
+        env_params = env_params.replace(**params)
+    return GymnaxEnv(gym_env, env_params, name=name)
+
+
+def _make_own(name: str, params: dict[str, Any]) -> Env:
+    """Construct one of our own registered envs, checking `params` against its signature."""
+    factory = _OWN[name]
+    if isinstance(factory, str):
+        module, attr = factory.split(":", 1)
+        factory = getattr(importlib.import_module(module), attr)
+        _OWN[name] = factory
+    sig = inspect.signature(factory)
+    kinds = {p.kind for p in sig.parameters.values()}
+    if inspect.Parameter.VAR_KEYWORD not in kinds:
+        valid = [
+            p.name
+            for p in sig.parameters.values()
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        ]
+        _check_params(name, params, valid)
+    return factory(**params)
+
+
+def _check_params(name: str, params: dict[str, Any], valid: list[str]) -> None:
+    """Raise a one-line ValueError if `params` holds a name not in `valid`."""
+    unknown = sorted(set(params) - set(valid))
+    if unknown:
+        listed = ", ".join(valid) if valid else "(none)"
+        raise ValueError(
+            f"unknown param(s) {', '.join(unknown)} for env {name!r}; valid: {listed}"
+        )
+
+
+def _unknown_message(name: str) -> str:
+    """One line naming the closest known envs, or a few known ones if nothing is close."""
+    known = names()
+    by_lower = {n.lower(): n for n in known}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=3, cutoff=0.6)
+    if close:
+        return f"unknown env {name!r}; closest: {', '.join(by_lower[c] for c in close)}"
+    return f"unknown env {name!r}; known envs include: {', '.join(known[:6])}, ..."

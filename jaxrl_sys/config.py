@@ -1,0 +1,277 @@
+"""Typed `--set key=value` overrides for the agents' frozen dataclass configs.
+
+Values are parsed by the field's type hint, so a typo or a wrong type is reported as one line
+(`ConfigError`) before anything is compiled, and the CLI can print it and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import decimal
+import difflib
+import math
+import types
+import typing
+from collections.abc import Sequence
+from typing import Any, Literal, TypeVar, Union
+
+T = TypeVar("T")
+
+EnvValue = Union[int, float, bool, str]
+
+_TRUE_WORDS = frozenset({"true", "1", "yes"})
+_FALSE_WORDS = frozenset({"false", "0", "no"})
+_ENV_PREFIX = "env."
+
+
+class ConfigError(ValueError):
+    """A bad configuration value; its message is one line, printed by the CLI as `error: <msg>`."""
+
+    def __init__(self, message: str) -> None:
+        """Store `message` with its line breaks joined into one line."""
+        super().__init__(_one_line(message))
+
+
+class _BadValue(Exception):
+    """Internal: a value did not parse; the argument says what was expected."""
+
+
+def _one_line(text: str) -> str:
+    """Join the lines of `text` with spaces so a message always prints as a single line."""
+    return " ".join(line.strip() for line in str(text).splitlines() if line.strip())
+
+
+def _split_pair(pair: str) -> tuple[str, str]:
+    """Split `key=value` at the first '='; a missing '=' or empty key is a ConfigError."""
+    key, sep, value = pair.partition("=")
+    key = key.strip()
+    if not sep:
+        raise ConfigError(f"--set {pair}: expected key=value (missing '=')")
+    if not key:
+        raise ConfigError(f"--set {pair}: expected key=value (empty key)")
+    return key, value.strip()
+
+
+# --- scalar parsers -------------------------------------------------------------------------
+
+
+def _parse_int(text: str) -> int:
+    """Parse an integer; '1_000' and integral scientific notation such as '1e6' are accepted."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        number = decimal.Decimal(text)
+    except decimal.InvalidOperation:
+        raise _BadValue("an int") from None
+    if not number.is_finite() or number != number.to_integral_value():
+        raise _BadValue("an int")
+    return int(number)
+
+
+def _parse_float(text: str) -> float:
+    """Parse a finite float; ints are accepted, nan and inf are not."""
+    try:
+        number = float(text)
+    except ValueError:
+        raise _BadValue("a float") from None
+    if not math.isfinite(number):
+        raise _BadValue("a finite float")
+    return number
+
+
+def _parse_bool(text: str) -> bool:
+    """Parse true/false/1/0/yes/no, case-insensitively."""
+    word = text.lower()
+    if word in _TRUE_WORDS:
+        return True
+    if word in _FALSE_WORDS:
+        return False
+    raise _BadValue("a bool (true/false/1/0/yes/no)")
+
+
+_SCALAR_PARSERS = {int: _parse_int, float: _parse_float, bool: _parse_bool, str: str}
+_TYPE_NAMES = {int: "int", float: "float", bool: "bool", str: "str"}
+
+
+def _describe(tp: Any) -> str:
+    """A short human name for a supported type, used in 'expected ...' messages."""
+    return _TYPE_NAMES.get(tp, getattr(tp, "__name__", repr(tp)))
+
+
+def _parse_value(text: str, tp: Any) -> Any:
+    """Parse `text` as type `tp`; raises _BadValue naming what was expected."""
+    if tp in _SCALAR_PARSERS:
+        return _SCALAR_PARSERS[tp](text)
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is Union or origin is types.UnionType:
+        return _parse_union(text, args)
+    if origin is Literal:
+        return _parse_literal(text, args)
+    if origin is tuple:
+        return _parse_tuple(text, args)
+    if tp is Any:
+        return text
+    raise _BadValue(f"a value of a type --set cannot parse ({tp!r})")
+
+
+def _parse_union(text: str, args: tuple[Any, ...]) -> Any:
+    """Parse Optional[X] / X | None ('none' -> None) and unions tried in declaration order."""
+    members = [a for a in args if a is not type(None)]
+    if len(members) < len(args) and text.lower() == "none":
+        return None
+    expected = []
+    for member in members:
+        try:
+            return _parse_value(text, member)
+        except _BadValue as err:
+            expected.append(str(err))
+    if len(members) < len(args):
+        expected.append("none")
+    raise _BadValue(" or ".join(expected))
+
+
+def _parse_literal(text: str, choices: tuple[Any, ...]) -> Any:
+    """Return the Literal choice whose text form equals `text` (bools also accept bool words)."""
+    for choice in choices:
+        if isinstance(choice, bool):
+            try:
+                if _parse_bool(text) is choice:
+                    return choice
+            except _BadValue:
+                continue
+        elif isinstance(choice, (int, float)):
+            try:
+                if _parse_float(text) == choice:
+                    return choice
+            except _BadValue:
+                continue
+        elif str(choice) == text:
+            return choice
+    raise _BadValue("one of " + ", ".join(repr(c) for c in choices))
+
+
+def _parse_tuple(text: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Parse a comma-separated tuple: tuple[X, ...] of any length or a fixed tuple[X, Y]."""
+    items = [] if text in ("", "()") else [s.strip() for s in text.strip("()").split(",")]
+    if len(args) == 2 and args[1] is Ellipsis:
+        kind = args[0]
+        try:
+            return tuple(_parse_value(item, kind) for item in items)
+        except _BadValue:
+            raise _BadValue(f"comma-separated {_describe(kind)}s, e.g. 64,64") from None
+    if not args:  # bare `tuple`: keep the strings
+        return tuple(items)
+    names = ",".join(_describe(a) for a in args)
+    if len(items) != len(args):
+        raise _BadValue(f"{len(args)} comma-separated values ({names})")
+    try:
+        return tuple(_parse_value(item, kind) for item, kind in zip(items, args))
+    except _BadValue:
+        raise _BadValue(f"{len(args)} comma-separated values ({names})") from None
+
+
+# --- public API ------------------------------------------------------------------------------
+
+
+def _settable_fields(config: Any) -> dict[str, Any]:
+    """Map each init-able field name of the dataclass instance to its resolved type hint."""
+    cls = type(config)
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception as err:  # an annotation that cannot be resolved is a bug in the agent
+        raise TypeError(f"cannot resolve type hints of {cls.__qualname__}: {err}") from err
+    return {f.name: hints.get(f.name, Any) for f in dataclasses.fields(cls) if f.init}
+
+
+def _unknown_key_message(pair: str, key: str, config: Any, keys: list[str]) -> str:
+    """Message for an unknown key: the closest valid keys, or all keys when none is close."""
+    owner = f"{type(config).__module__.rsplit('.', 1)[-1]}.{type(config).__qualname__}"
+    close = difflib.get_close_matches(key, keys, n=3, cutoff=0.6)
+    if close:
+        return f"--set {pair}: unknown key '{key}' for {owner}; did you mean: {', '.join(close)}?"
+    return f"--set {pair}: unknown key '{key}' for {owner}; valid keys: {', '.join(sorted(keys))}"
+
+
+def apply_overrides(config: T, pairs: Sequence[str]) -> T:
+    """Return a copy of the frozen dataclass `config` with `key=value` pairs applied and validated.
+
+    Values are parsed by each field's type hint; later pairs win over earlier ones for the same key.
+    """
+    if not dataclasses.is_dataclass(config) or isinstance(config, type):
+        raise TypeError(f"apply_overrides needs a dataclass instance, got {type(config).__name__}")
+    fields = _settable_fields(config)
+    changes: dict[str, Any] = {}
+    for pair in pairs:
+        key, text = _split_pair(pair)
+        if key not in fields:
+            raise ConfigError(_unknown_key_message(pair, key, config, list(fields)))
+        try:
+            changes[key] = _parse_value(text, fields[key])
+        except _BadValue as err:
+            raise ConfigError(f"--set {pair}: expected {err}") from None
+    try:
+        new = dataclasses.replace(config, **changes)
+        validate = getattr(new, "validate", None)
+        if callable(validate):
+            validate()
+    except ConfigError:
+        raise
+    except ValueError as err:
+        raise ConfigError(f"invalid {type(config).__qualname__}: {err}") from err
+    return new
+
+
+def _parse_env_value(text: str) -> EnvValue:
+    """Parse an env kwarg literally: int, then float, then a bool word, else the string itself."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    word = text.lower()
+    if word in ("true", "yes"):
+        return True
+    if word in ("false", "no"):
+        return False
+    return text
+
+
+def split_env_overrides(pairs: Sequence[str]) -> tuple[list[str], dict[str, EnvValue]]:
+    """Separate `env.<name>=value` pairs (returned as env kwargs) from the agent's own pairs.
+
+    Pairs not starting with 'env.' are returned unchanged, in order, for `apply_overrides`.
+    """
+    rest: list[str] = []
+    env_kwargs: dict[str, EnvValue] = {}
+    for pair in pairs:
+        if not pair.strip().startswith(_ENV_PREFIX):
+            rest.append(pair)
+            continue
+        key, text = _split_pair(pair)
+        name = key[len(_ENV_PREFIX):].strip()
+        if not name.isidentifier():
+            raise ConfigError(f"--set {pair}: '{name}' is not a valid env argument name")
+        env_kwargs[name] = _parse_env_value(text)
+    return rest, env_kwargs
+
+
+def _jsonable(value: Any) -> Any:
+    """Recursively turn tuples into lists (and nested containers into JSON-ready ones)."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def config_to_dict(config: Any) -> dict[str, Any]:
+    """Return the dataclass `config` as a JSON-serialisable dict, for the run's config file."""
+    if not dataclasses.is_dataclass(config) or isinstance(config, type):
+        raise TypeError(f"config_to_dict needs a dataclass instance, got {type(config).__name__}")
+    return _jsonable(dataclasses.asdict(config))

@@ -1,0 +1,40 @@
+"""Device set-up that must happen before JAX initialises its backends."""
+
+from __future__ import annotations
+
+import os
+
+# XLA:CPU's multithreaded Eigen intra-op pool intermittently deadlocks on vmapped programs
+# (seen here on jaxlib 0.10.2 about once in ten runs: block_until_ready never returns).
+# Single-threaded Eigen avoids it; parallelism on CPU comes from virtual devices instead.
+SAFE_CPU_FLAGS = "--xla_cpu_multi_thread_eigen=false"
+
+
+def set_safe_cpu_flags() -> None:
+    """Add SAFE_CPU_FLAGS to XLA_FLAGS; effective only before JAX initialises a backend."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_cpu_multi_thread_eigen" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} {SAFE_CPU_FLAGS}".strip()
+
+
+def request_devices(num_devices: int) -> None:
+    """Ask for `num_devices` virtual CPU devices, used when no accelerator is present.
+
+    Must run before the first JAX computation; it has no effect on GPU/TPU backends, where
+    the mesh is built from the real devices and asking for too many is an error.
+    """
+    set_safe_cpu_flags()
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import jax
+
+    current = jax.config.jax_num_cpu_devices
+    if current is None or current < num_devices:
+        jax.config.update("jax_num_cpu_devices", num_devices)
+
+
+def describe() -> str:
+    """'8 x CPU (cpu)' style description of the devices JAX sees."""
+    import jax
+
+    devices = jax.devices()
+    return f"{len(devices)} x {devices[0].platform.upper()} ({devices[0].device_kind})"

@@ -1,0 +1,38 @@
+"""Log-probabilities, entropies and sampling for the policies the agents use."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+def categorical_sample(key: jax.Array, logits: jax.Array) -> jax.Array:
+    return jax.random.categorical(key, logits)
+
+
+def categorical_log_prob(logits: jax.Array, actions: jax.Array) -> jax.Array:
+    log_probs = jax.nn.log_softmax(logits)
+    return jnp.take_along_axis(log_probs, actions[..., None].astype(jnp.int32), axis=-1)[..., 0]
+
+
+def categorical_entropy(logits: jax.Array) -> jax.Array:
+    log_probs = jax.nn.log_softmax(logits)
+    return -jnp.sum(jnp.exp(log_probs) * log_probs, axis=-1)
+
+
+def gaussian_sample(key: jax.Array, mean: jax.Array, log_std: jax.Array) -> jax.Array:
+    return mean + jnp.exp(log_std) * jax.random.normal(key, mean.shape, mean.dtype)
+
+
+def gaussian_log_prob(mean: jax.Array, log_std: jax.Array, actions: jax.Array) -> jax.Array:
+    """Log-density of a diagonal Gaussian, summed over action dimensions."""
+    z = (actions - mean) * jnp.exp(-log_std)
+    return jnp.sum(-0.5 * z**2 - log_std - 0.5 * _LOG_2PI, axis=-1)
+
+
+def gaussian_entropy(log_std: jax.Array) -> jax.Array:
+    return jnp.sum(log_std + 0.5 * (_LOG_2PI + 1.0), axis=-1)

@@ -1,0 +1,149 @@
+"""Placement of one agent on seeds and devices, chosen at launch, never inside the agent.
+
+An agent supplies two pure functions for ONE seed on ONE device shard:
+
+    init_fn(key, env_ids)            -> (agent_state, env_state)
+    step_fn(agent_state, env_state, key) -> (agent_state, env_state, metrics)
+
+`step_fn` averages gradients with `lax.pmean(..., DEVICE_AXIS)`. This module wraps them as
+
+    jit( shard_map over mesh axis "device"  (envs split, agent state replicated)
+         ( vmap over seeds ( lax.scan of K step_fn calls ) ) )
+
+so a single device, many seeds and many devices all run the same agent code: one device is
+a mesh of size 1. Every leaf of `env_state` has shape [num_envs_local, ...]; every env is
+named by its global index (`env_ids`), so per-env randomness, and therefore the whole run,
+does not depend on how envs are split over devices.
+
+`shard_map` runs with `check_vma=False`: with the default `check_vma=True` the gradient of a
+replicated parameter is already summed over the axis inside the body, and the agent's
+`pmean` would then return the sum instead of the mean (see tests/test_execution.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from jaxrl_sys.types import Metrics, PyTree
+
+DEVICE_AXIS = "device"
+
+InitFn = Callable[[jax.Array, jax.Array], tuple[PyTree, PyTree]]
+StepFn = Callable[[PyTree, PyTree, jax.Array], tuple[PyTree, PyTree, Metrics]]
+
+
+class PlacementError(ValueError):
+    """A placement that cannot work (e.g. envs that do not divide over devices)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Carry:
+    """Everything a run carries between chunks: [seeds, ...] leading axis on every leaf."""
+
+    agent_state: PyTree
+    env_state: PyTree
+    key: jax.Array
+
+
+jax.tree_util.register_dataclass(
+    Carry, data_fields=["agent_state", "env_state", "key"], meta_fields=[]
+)
+
+
+def make_mesh(num_devices: int) -> Mesh:
+    """A 1-D mesh over the first `num_devices` devices with axis name "device"."""
+    available = jax.devices()
+    if num_devices < 1 or num_devices > len(available):
+        raise PlacementError(
+            f"asked for {num_devices} devices but {len(available)} "
+            f"{available[0].platform.upper()} device(s) exist"
+        )
+    return Mesh(np.asarray(available[:num_devices]), (DEVICE_AXIS,))
+
+
+@dataclasses.dataclass(frozen=True)
+class Runner:
+    """Compiled entry points of a placed agent.
+
+    `init(seeds)` builds the carry for the given integer seeds; `run_chunk(carry)` runs
+    `iters_per_chunk` training iterations for every seed in one dispatch, donating `carry`,
+    and returns the new carry and metrics shaped [seeds, iters_per_chunk].
+    """
+
+    init: Callable[[np.ndarray], Carry]
+    run_chunk: Callable[[Carry], tuple[Carry, Metrics]]
+    mesh: Mesh
+    num_envs: int
+    iters_per_chunk: int
+
+
+def place(
+    init_fn: InitFn,
+    step_fn: StepFn,
+    *,
+    num_envs: int,
+    num_devices: int = 1,
+    iters_per_chunk: int = 1,
+) -> Runner:
+    """Place an agent on `num_devices` devices with `num_envs` envs per seed (global)."""
+    mesh = make_mesh(num_devices)
+    if num_envs % num_devices:
+        raise PlacementError(
+            f"num_envs={num_envs} does not divide over {num_devices} devices"
+        )
+    local_envs = num_envs // num_devices
+
+    carry_specs = Carry(agent_state=P(), env_state=P(None, DEVICE_AXIS), key=P())
+
+    def local_env_ids() -> jax.Array:
+        offset = jax.lax.axis_index(DEVICE_AXIS) * local_envs
+        return offset + jnp.arange(local_envs, dtype=jnp.int32)
+
+    def init_one_seed(seed: jax.Array) -> Carry:
+        init_key, run_key = jax.random.split(jax.random.PRNGKey(seed))
+        agent_state, env_state = init_fn(init_key, local_env_ids())
+        return Carry(agent_state, env_state, run_key)
+
+    def chunk_one_seed(carry: Carry) -> tuple[Carry, Metrics]:
+        def body(c: Carry, _: None) -> tuple[Carry, Metrics]:
+            key, step_key = jax.random.split(c.key)
+            agent_state, env_state, metrics = step_fn(c.agent_state, c.env_state, step_key)
+            return Carry(agent_state, env_state, key), metrics
+
+        return jax.lax.scan(body, carry, None, length=iters_per_chunk)
+
+    init_sharded = jax.shard_map(
+        jax.vmap(init_one_seed),
+        mesh=mesh,
+        in_specs=P(),
+        out_specs=carry_specs,
+        check_vma=False,
+    )
+    chunk_sharded = jax.shard_map(
+        jax.vmap(chunk_one_seed),
+        mesh=mesh,
+        in_specs=(carry_specs,),
+        out_specs=(carry_specs, P()),
+        check_vma=False,
+    )
+    init_jit = jax.jit(init_sharded)
+    chunk_jit = jax.jit(chunk_sharded, donate_argnums=0)
+    replicated = NamedSharding(mesh, P())
+
+    def init(seeds: np.ndarray) -> Carry:
+        seeds = jax.device_put(np.asarray(seeds, dtype=np.uint32), replicated)
+        return init_jit(seeds)
+
+    return Runner(
+        init=init,
+        run_chunk=chunk_jit,
+        mesh=mesh,
+        num_envs=num_envs,
+        iters_per_chunk=iters_per_chunk,
+    )

@@ -1,0 +1,41 @@
+"""Return and advantage estimators over time-major trajectories.
+
+Every estimator takes `next_values`, the value of the state actually reached after each step
+(the pre-reset `final_observation` when an episode ended). That one array makes truncation
+and termination exact: truncated steps bootstrap from it, terminated steps do not, and no
+recursion crosses an episode boundary.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+
+def gae(
+    rewards: jax.Array,
+    values: jax.Array,
+    next_values: jax.Array,
+    terminated: jax.Array,
+    truncated: jax.Array,
+    gamma: float,
+    lam: float,
+) -> tuple[jax.Array, jax.Array]:
+    """Generalised advantage estimation; arrays are [T, ...]. Returns (advantages, returns).
+
+    delta_t = r_t + gamma * (1 - terminated_t) * V(s'_t) - V(s_t)
+    A_t     = delta_t + gamma * lam * (1 - done_t) * A_{t+1},   done = terminated | truncated
+    """
+    not_terminated = 1.0 - terminated.astype(values.dtype)
+    not_done = 1.0 - jnp.logical_or(terminated, truncated).astype(values.dtype)
+    deltas = rewards + gamma * not_terminated * next_values - values
+
+    def backward(carry: jax.Array, x: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        delta, continues = x
+        advantage = delta + gamma * lam * continues * carry
+        return advantage, advantage
+
+    _, advantages = jax.lax.scan(
+        backward, jnp.zeros_like(values[0]), (deltas, not_done), reverse=True
+    )
+    return advantages, advantages + values

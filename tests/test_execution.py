@@ -1,0 +1,87 @@
+"""The execution layer: placements give the same run, and the check_vma trap is avoided."""
+
+import dataclasses
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as P
+
+import envs
+from agents import ppo
+from jaxrl_sys.execution import DEVICE_AXIS, PlacementError, make_mesh, place
+
+SMALL = dict(num_envs=16, num_steps=16, num_minibatches=2, update_epochs=2, total_steps=16 * 16 * 8)
+
+
+def run_ppo(num_devices: int, seeds, iters: int = 3, **overrides):
+    env = envs.make("CartPole-v1")
+    config = dataclasses.replace(ppo.default_config("CartPole-v1"), **{**SMALL, **overrides})
+    agent = ppo.make(env, config)
+    runner = place(
+        *ppo.placement_fns(agent), num_envs=config.num_envs, num_devices=num_devices,
+        iters_per_chunk=iters,
+    )
+    carry, metrics = runner.run_chunk(runner.init(np.asarray(seeds)))
+    return jax.device_get(carry.agent_state.params), jax.device_get(metrics)
+
+
+def assert_trees_close(a, b, rtol=1e-5, atol=1e-7):
+    jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=rtol, atol=atol), a, b)
+
+
+def test_eight_devices_equal_one_device_with_the_same_global_batch():
+    params_1, metrics_1 = run_ppo(1, [3])
+    params_8, metrics_8 = run_ppo(8, [3])
+    assert_trees_close(params_8, params_1)
+    np.testing.assert_allclose(metrics_8["episode_count"], metrics_1["episode_count"])
+    # Training did move the parameters (the comparison is not between two initialisations).
+    params_0, _ = run_ppo(1, [3], iters=1)
+    diff = jax.tree.map(lambda x, y: np.abs(x - y).max(), params_1, params_0)
+    assert max(jax.tree.leaves(diff)) > 1e-3
+
+
+def test_vmapped_seed_equals_single_run_with_that_seed():
+    params_many, metrics_many = run_ppo(1, [5, 6, 7])
+    params_one, metrics_one = run_ppo(1, [6])
+    assert_trees_close(jax.tree.map(lambda x: x[1], params_many), jax.tree.map(lambda x: x[0], params_one))
+    np.testing.assert_allclose(metrics_many["episode_return_sum"][1], metrics_one["episode_return_sum"][0], rtol=1e-5)
+    # Different seeds really are different runs.
+    a, b = (jax.tree.leaves(jax.tree.map(lambda x: x[i], params_many))[0] for i in (0, 1))
+    assert not np.allclose(a, b)
+
+
+def test_same_seed_gives_identical_metrics():
+    _, first = run_ppo(2, [11])
+    _, second = run_ppo(2, [11])
+    for key in first:
+        np.testing.assert_array_equal(first[key], second[key])
+
+
+def test_envs_must_divide_over_devices():
+    with pytest.raises(PlacementError, match="does not divide"):
+        run_ppo(3, [0], num_envs=16)
+
+
+def test_more_devices_than_exist_is_an_error():
+    with pytest.raises(PlacementError, match="asked for 9 devices"):
+        make_mesh(9)
+
+
+@pytest.mark.parametrize("check_vma, expected_factor", [(False, 1.0), (True, 8.0)])
+def test_pmean_of_a_replicated_parameter_gradient(check_vma, expected_factor):
+    """Why execution.place uses check_vma=False: with True, grads come back already summed."""
+    mesh = make_mesh(8)
+    data = jnp.arange(16.0)
+
+    def local_grad(w, x):
+        grad = jax.grad(lambda w: jnp.mean(w * x))(w)
+        return jax.lax.pmean(grad, DEVICE_AXIS)
+
+    mapped = jax.shard_map(
+        local_grad, mesh=mesh, in_specs=(P(), P(DEVICE_AXIS)), out_specs=P(), check_vma=check_vma
+    )
+    grad = jax.jit(mapped)(jnp.float32(1.0), data)
+    np.testing.assert_allclose(grad, expected_factor * data.mean(), rtol=1e-6)

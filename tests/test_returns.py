@@ -1,0 +1,55 @@
+"""GAE against a plain NumPy reference, with truncated and terminated episode ends."""
+
+import numpy as np
+import jax.numpy as jnp
+
+from jaxrl_sys.returns import gae
+
+
+def reference_gae(rewards, values, next_values, terminated, truncated, gamma, lam):
+    """Loop over episodes explicitly: a truncated end bootstraps, a terminated one does not."""
+    T, B = rewards.shape
+    advantages = np.zeros((T, B))
+    for b in range(B):
+        running = 0.0
+        for t in reversed(range(T)):
+            if terminated[t, b]:
+                bootstrap, running = 0.0, 0.0
+            elif truncated[t, b]:
+                bootstrap, running = next_values[t, b], 0.0
+            else:
+                bootstrap = next_values[t, b]
+            delta = rewards[t, b] + gamma * bootstrap - values[t, b]
+            running = delta + gamma * lam * running
+            advantages[t, b] = running
+    return advantages, advantages + values
+
+
+def test_gae_matches_reference_with_both_kinds_of_episode_end():
+    rng = np.random.default_rng(0)
+    T, B = 37, 6
+    rewards = rng.normal(size=(T, B))
+    values = rng.normal(size=(T, B))
+    next_values = rng.normal(size=(T, B))
+    terminated = rng.random((T, B)) < 0.1
+    truncated = (rng.random((T, B)) < 0.1) & ~terminated
+    truncated[5, 0] = terminated[5, 0] = True  # both at once: termination wins
+    assert terminated.any() and truncated.any()
+
+    adv, ret = gae(
+        jnp.asarray(rewards, jnp.float32), jnp.asarray(values, jnp.float32),
+        jnp.asarray(next_values, jnp.float32), jnp.asarray(terminated),
+        jnp.asarray(truncated), 0.97, 0.9,
+    )
+    ref_adv, ref_ret = reference_gae(rewards, values, next_values, terminated, truncated, 0.97, 0.9)
+    np.testing.assert_allclose(np.asarray(adv), ref_adv, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(ret), ref_ret, rtol=1e-4, atol=1e-4)
+
+
+def test_truncation_bootstraps_and_termination_does_not():
+    ones = jnp.ones((1, 2))
+    rewards, values, next_values = ones, jnp.zeros((1, 2)), 10.0 * ones
+    terminated = jnp.array([[True, False]])
+    truncated = jnp.array([[False, True]])
+    adv, _ = gae(rewards, values, next_values, terminated, truncated, 0.5, 1.0)
+    np.testing.assert_allclose(np.asarray(adv), [[1.0, 1.0 + 0.5 * 10.0]])
