@@ -4,7 +4,7 @@ Importing this package does not import gymnax; that happens on the first `make` 
 """
 
 from envs.gymnax_env import GymnaxEnv
-from envs.registry import UnknownEnvError, make, names, register
+from envs.registry import UnknownEnvError, make, names, register, reward_threshold
 from envs.wrappers import (
     EpisodeStatistics,
     EpisodeStatsState,
@@ -24,4 +24,5 @@ __all__ = [
     "make",
     "names",
     "register",
+    "reward_threshold",
 ]

@@ -46,8 +46,28 @@ GYMNAX_NAMES: tuple[str, ...] = (
     "FrozenLake-misc",
 )
 
+# Returns at which an env counts as solved (Gymnasium's reward_threshold, where it has one;
+# -200 for Pendulum, a common bar). Used to report when a run solved its env.
+REWARD_THRESHOLDS: dict[str, float] = {
+    "CartPole-v1": 475.0,
+    "Acrobot-v1": -100.0,
+    "MountainCar-v0": -110.0,
+    "MountainCarContinuous-v0": 90.0,
+    "Pendulum-v1": -200.0,
+}
+
+
+def reward_threshold(name: str) -> float | None:
+    """The return at which `name` counts as solved, or None if there is no agreed bar."""
+    return REWARD_THRESHOLDS.get(name)
+
+
 # Our own envs: name -> factory, or a "module:attr" string imported on first use.
 _OWN: dict[str, Union[EnvFactory, str]] = {}
+
+
+class EnvParamError(ValueError):
+    """An env parameter the env does not have; the message is one line."""
 
 
 class UnknownEnvError(ValueError):
@@ -134,7 +154,7 @@ def _check_params(name: str, params: dict[str, Any], valid: list[str]) -> None:
     unknown = sorted(set(params) - set(valid))
     if unknown:
         listed = ", ".join(valid) if valid else "(none)"
-        raise ValueError(
+        raise EnvParamError(
             f"unknown param(s) {', '.join(unknown)} for env {name!r}; valid: {listed}"
         )
 

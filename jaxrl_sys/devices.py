@@ -8,13 +8,28 @@ import os
 # (seen here on jaxlib 0.10.2 about once in ten runs: block_until_ready never returns).
 # Single-threaded Eigen avoids it; parallelism on CPU comes from virtual devices instead.
 SAFE_CPU_FLAGS = "--xla_cpu_multi_thread_eigen=false"
+# LLVM optimisation level 1 instead of 2: measured here, 20-30% less compile time for the
+# agents' programs at equal run speed. Only added when no GPU plugin is installed.
+FAST_COMPILE_FLAGS = "--xla_backend_optimization_level=1"
+
+
+def _gpu_plugin_installed() -> bool:
+    import importlib.util
+
+    return any(
+        importlib.util.find_spec(name) is not None
+        for name in ("jax_cuda12_plugin", "jax_cuda13_plugin", "jax_rocm_plugin")
+    )
 
 
 def set_safe_cpu_flags() -> None:
-    """Add SAFE_CPU_FLAGS to XLA_FLAGS; effective only before JAX initialises a backend."""
+    """Add the CPU flags above to XLA_FLAGS; effective only before JAX initialises a backend."""
     flags = os.environ.get("XLA_FLAGS", "")
     if "xla_cpu_multi_thread_eigen" not in flags:
-        os.environ["XLA_FLAGS"] = f"{flags} {SAFE_CPU_FLAGS}".strip()
+        flags = f"{flags} {SAFE_CPU_FLAGS}"
+    if "xla_backend_optimization_level" not in flags and not _gpu_plugin_installed():
+        flags = f"{flags} {FAST_COMPILE_FLAGS}"
+    os.environ["XLA_FLAGS"] = flags.strip()
 
 
 def request_devices(num_devices: int) -> None:

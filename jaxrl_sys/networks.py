@@ -17,9 +17,31 @@ ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
 }
 
 
-def orthogonal(scale: float) -> nn.initializers.Initializer:
-    """Orthogonal initialiser with gain `scale` (the usual choice for policy-gradient MLPs)."""
-    return nn.initializers.orthogonal(scale)
+def orthogonal(scale: float = 1.0) -> nn.initializers.Initializer:
+    """Orthogonal initialiser with gain `scale`, built from matmuls only.
+
+    Gram-Schmidt (with one re-orthogonalisation pass) of a Gaussian matrix instead of
+    flax's QR: jaxlib's batched LAPACK QR, which a vmap over seeds produces, blocks XLA:CPU
+    pool threads waiting for sub-tasks and deadlocks with two or more devices on two cores.
+    Matmuls also compile faster. The result is Haar-distributed like a sign-corrected QR.
+    """
+
+    def init(key: jax.Array, shape: Sequence[int], dtype=jnp.float32) -> jax.Array:
+        rows, cols = int(np.prod(shape[:-1])), int(shape[-1])
+        long, short = max(rows, cols), min(rows, cols)
+        gaussian = jax.random.normal(key, (short, long), jnp.float32)
+
+        def add_column(basis: jax.Array, j: jax.Array) -> tuple[jax.Array, None]:
+            v = gaussian[j]
+            for _ in range(2):  # classical Gram-Schmidt twice is as stable as modified GS
+                v = v - basis.T @ (basis @ v)
+            return basis.at[j].set(v / jnp.linalg.norm(v)), None
+
+        basis, _ = jax.lax.scan(add_column, jnp.zeros((short, long), jnp.float32), jnp.arange(short))
+        matrix = basis if rows < cols else basis.T  # [rows, cols] with orthonormal short side
+        return (scale * matrix).reshape(shape).astype(dtype)
+
+    return init
 
 
 class MLP(nn.Module):

@@ -1,0 +1,175 @@
+"""Train an agent on device: `python scripts/train.py --agent ppo --env CartPole-v1 --seeds 8`.
+
+A thin front: parses flags, places the agent with jaxrl_sys.execution, runs the chunked
+driver and logs every chunk (progress bar, JSONL, TensorBoard). Bad input is reported in one
+line with exit code 2.
+"""
+
+from __future__ import annotations
+
+import time
+
+PROCESS_START = time.perf_counter()
+
+import argparse  # noqa: E402
+import dataclasses  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Optional, Sequence  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+class UsageError(Exception):
+    """Bad command-line input: printed as one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line and exit 2, never a usage dump
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(description=__doc__.splitlines()[0])
+    p.add_argument("--agent", default="ppo", help="algorithm: ppo")
+    p.add_argument("--env", default=None, help="environment name (default: the agent's default)")
+    p.add_argument("--devices", type=int, default=1, help="devices for data-parallel learning")
+    p.add_argument("--seeds", type=int, default=1, help="independent seeds, vmapped")
+    p.add_argument("--seed", type=int, default=0, help="first seed; seeds are seed..seed+N-1")
+    p.add_argument("--total-steps", type=int, default=None, help="env steps per seed")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config field (repeatable), e.g. --set learning_rate=1e-3")
+    p.add_argument("--chunks", type=int, default=20, help="log points (compiled calls) per run")
+    p.add_argument("--target-return", type=float, default=None,
+                   help="stop once the mean return over seeds reaches this value")
+    p.add_argument("--run-root", default="runs", help="directory that holds run directories")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def check_counts(args: argparse.Namespace) -> None:
+    for flag in ("devices", "seeds", "chunks"):
+        if getattr(args, flag) < 1:
+            raise UsageError(f"--{flag} must be >= 1, got {getattr(args, flag)}")
+    if args.total_steps is not None and args.total_steps < 1:
+        raise UsageError(f"--total-steps must be >= 1, got {args.total_steps}")
+    if args.seed < 0:
+        raise UsageError(f"--seed must be >= 0, got {args.seed}")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Everything after argument parsing; raises the user-facing errors caught by main()."""
+    check_counts(args)
+    from jaxrl_sys.devices import describe, request_devices
+
+    request_devices(args.devices)
+
+    import numpy as np
+
+    import agents
+    import envs
+    from jaxrl_sys import driver
+    from jaxrl_sys.config import apply_overrides, config_to_dict, split_env_overrides
+    from jaxrl_sys.execution import place
+    from jaxrl_sys.metrics import RunLogger, make_run_dir
+
+    agent_module = agents.load(args.agent)
+    env_name = args.env or agent_module.DEFAULT_ENV
+    config = agent_module.default_config(env_name)
+    if args.total_steps is not None:
+        config = dataclasses.replace(config, total_steps=args.total_steps)
+    agent_pairs, env_kwargs = split_env_overrides(args.overrides)
+    config = apply_overrides(config, agent_pairs)
+    env = envs.make(env_name, normalize_obs=getattr(config, "normalize_obs", False), **env_kwargs)
+
+    agent = agent_module.make(env, config)
+    iters_per_chunk = math.ceil(config.num_iterations / args.chunks)
+    num_chunks = math.ceil(config.num_iterations / iters_per_chunk)
+    runner = place(
+        *agent_module.placement_fns(agent),
+        num_envs=config.num_envs,
+        num_devices=args.devices,
+        iters_per_chunk=iters_per_chunk,
+    )
+    seeds = np.arange(args.seed, args.seed + args.seeds)
+    steps_per_chunk = iters_per_chunk * config.steps_per_iteration  # per seed
+    threshold = args.target_return if args.target_return is not None else envs.reward_threshold(env_name)
+
+    run_dir = make_run_dir(args.run_root, args.agent, env_name)
+    print(
+        f"{args.agent} on {env_name}: {args.seeds} seed(s) on {describe()} using {args.devices}, "
+        f"{num_chunks} chunks x {iters_per_chunk} iterations x {config.steps_per_iteration} "
+        f"steps; run dir {run_dir}",
+        file=sys.stderr,
+    )
+    logger = RunLogger(
+        run_dir,
+        total_steps=num_chunks * steps_per_chunk * args.seeds,
+        config={"agent": args.agent, "env": env_name, "seeds": seeds.tolist(),
+                "devices": args.devices, **config_to_dict(config)},
+        progress=not args.no_progress,
+    )
+    solved_at: dict[str, float] = {}
+
+    def on_chunk(summary: driver.ChunkSummary, train_seconds: float) -> bool:
+        steps_per_seed = (summary.chunk + 1) * steps_per_chunk
+        returns = summary.returns[np.isfinite(summary.returns)]
+        logger.log(steps_per_seed * args.seeds, {
+            "env_steps_per_seed": steps_per_seed,
+            "train_seconds": train_seconds,
+            "mean_return": summary.mean_return,
+            "min_return": float(returns.min()) if returns.size else float("nan"),
+            "max_return": float(returns.max()) if returns.size else float("nan"),
+            **summary.scalars,
+        })
+        if threshold is not None and not solved_at and summary.mean_return >= threshold:
+            solved_at.update(process_seconds=time.perf_counter() - PROCESS_START,
+                             train_seconds=train_seconds, steps_per_seed=steps_per_seed)
+            return args.target_return is not None
+        return False
+
+    result = driver.train(runner, seeds, num_chunks, on_chunk)
+    logger.close()
+    final = result.history[-1]
+    steps = len(result.history) * steps_per_chunk
+    rate = steps * args.seeds / result.train_seconds
+    solved = (
+        f"reached {threshold:g} at {solved_at['process_seconds']:.1f} s after start "
+        f"({solved_at['train_seconds']:.1f} s training, {solved_at['steps_per_seed']:,} steps/seed)"
+        if solved_at else
+        (f"did not reach {threshold:g}" if threshold is not None else "no threshold")
+    )
+    per_seed = ", ".join(f"{r:.1f}" for r in final.returns)
+    print(
+        f"done: {steps:,} steps/seed x {args.seeds} seed(s) in {result.train_seconds:.1f} s "
+        f"(+{result.compile_seconds:.1f} s compile), {rate:,.0f} env-steps/s; final mean return "
+        f"{final.mean_return:.1f} [{per_seed}]; {solved}; {run_dir}"
+    )
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from agents import UnknownAgentError
+    from envs import UnknownEnvError
+    from envs.registry import EnvParamError
+    from jaxrl_sys.config import ConfigError
+    from jaxrl_sys.execution import PlacementError
+
+    user_errors = (UsageError, UnknownAgentError, UnknownEnvError, EnvParamError, ConfigError,
+                   PlacementError)
+    try:
+        args = build_parser().parse_args(argv)
+        return run(args)
+    except user_errors as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""scripts/train.py as a user runs it: bad input exits 2 with one line; a short run logs."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TRAIN = ROOT / "scripts" / "train.py"
+
+
+def run_train(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(TRAIN), "--no-progress", *args],
+        capture_output=True, text=True, cwd=cwd, timeout=300,
+    )
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--agent", "ppx"], "unknown agent 'ppx'; closest: ppo"),
+        (["--env", "CartPol-v1"], "closest: CartPole-v1"),
+        (["--set", "lerning_rate=0.1"], "did you mean: learning_rate"),
+        (["--set", "learning_rate=abc"], "expected a float"),
+        (["--set", "num_envs=1.5"], "expected an int"),
+        (["--set", "num_steps=30"], "divisible by num_minibatches"),
+        (["--set", "env.not_a_param=1"], "unknown param(s) not_a_param"),
+        (["--devices", "3"], "num_envs=16 does not divide over 3 devices"),
+        (["--seeds", "0"], "--seeds must be >= 1"),
+        (["--devices", "two"], "invalid int value"),
+        (["--no-such-flag"], "unrecognized arguments"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(args, expected):
+    result = run_train(*args)
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ") and expected in lines[0], lines[0]
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_short_run_writes_jsonl_tensorboard_and_a_summary(tmp_path):
+    result = run_train(
+        "--total-steps", "4096", "--chunks", "2", "--devices", "2", "--seeds", "2",
+        "--run-root", str(tmp_path),
+    )
+    assert result.returncode == 0, result.stderr
+    (run_dir,) = tmp_path.iterdir()
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert len(records) == 2
+    assert records[-1]["env_steps_per_seed"] == 4096
+    assert records[-1]["env_steps"] == 2 * 4096
+    assert records[-1]["mean_return"] > 0
+    assert {"loss", "entropy", "approx_kl", "steps_per_second"} <= set(records[-1])
+    assert any((run_dir / "tb").iterdir())
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["agent"] == "ppo" and config["seeds"] == [0, 1] and config["devices"] == 2
+    assert result.stdout.startswith("done: 4,096 steps/seed x 2 seed(s)")
