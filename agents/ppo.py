@@ -39,8 +39,8 @@ class Config:
     """PPO hyper-parameters; the defaults solve CartPole-v1 (see `default_config`)."""
 
     total_steps: int = 150_000
-    num_envs: int = 16
-    num_steps: int = 64
+    num_envs: int = 32
+    num_steps: int = 32
     update_epochs: int = 4
     num_minibatches: int = 4
     learning_rate: float = 2.5e-3
@@ -48,12 +48,13 @@ class Config:
     gamma: float = 0.99
     gae_lambda: float = 0.95
     clip_eps: float = 0.2
-    ent_coef: float = 0.01
+    ent_coef: float = 0.0
     vf_coef: float = 0.5
+    clip_value: bool = True
     max_grad_norm: float = 0.5
     normalize_advantages: bool = True
     reward_scale: float = 1.0
-    hidden: tuple[int, ...] = (64, 64)
+    hidden: tuple[int, ...] = (32, 32)
     activation: str = "tanh"
     normalize_obs: bool = False
 
@@ -93,22 +94,22 @@ class Config:
 # Per-env defaults: tuned so that the default command solves the env.
 _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     "CartPole-v1": {},
-    "Acrobot-v1": dict(total_steps=300_000, learning_rate=1e-3),
+    "Acrobot-v1": dict(total_steps=300_000, learning_rate=1e-3, hidden=(64, 64), ent_coef=0.01),
     "Pendulum-v1": dict(
-        total_steps=600_000,
+        total_steps=300_000,
         num_envs=32,
         num_steps=128,
         update_epochs=10,
         num_minibatches=8,
         learning_rate=1e-3,
-        gamma=0.95,
-        ent_coef=0.0,
+        gamma=0.9,
         reward_scale=0.1,
-        normalize_obs=True,
+        clip_value=False,  # clipping value updates to +-0.2 starves the critic here
+        hidden=(64, 64),
     ),
     "MountainCarContinuous-v0": dict(
         total_steps=1_000_000, num_envs=32, num_steps=128, ent_coef=0.0, normalize_obs=True,
-        learning_rate=3e-4,
+        learning_rate=3e-4, hidden=(64, 64),
     ),
 }
 
@@ -263,12 +264,13 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         ratio = jnp.exp(log_probs - old_log_probs)
         clipped = jnp.clip(ratio, 1.0 - config.clip_eps, 1.0 + config.clip_eps)
         policy_loss = -jnp.mean(jnp.minimum(ratio * advantages, clipped * advantages))
-        values_clipped = old_values + jnp.clip(
-            values - old_values, -config.clip_eps, config.clip_eps
-        )
-        value_loss = 0.5 * jnp.mean(
-            jnp.maximum((values - returns) ** 2, (values_clipped - returns) ** 2)
-        )
+        value_error = (values - returns) ** 2
+        if config.clip_value:
+            values_clipped = old_values + jnp.clip(
+                values - old_values, -config.clip_eps, config.clip_eps
+            )
+            value_error = jnp.maximum(value_error, (values_clipped - returns) ** 2)
+        value_loss = 0.5 * jnp.mean(value_error)
         entropy = jnp.mean(entropy)
         total = policy_loss + config.vf_coef * value_loss - config.ent_coef * entropy
         approx_kl = jnp.mean((ratio - 1.0) - (log_probs - old_log_probs))

@@ -11,7 +11,7 @@ from jaxrl_sys.driver import train
 from jaxrl_sys.execution import place
 
 
-def train_ppo(env_name: str, seeds, num_devices: int = 2, chunks: int = 10, **overrides):
+def train_ppo(env_name: str, seeds, num_devices: int = 1, chunks: int = 10, **overrides):
     config = dataclasses.replace(ppo.default_config(env_name), **overrides)
     env = envs.make(env_name, normalize_obs=config.normalize_obs)
     agent = ppo.make(env, config)

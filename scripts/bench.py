@@ -1,0 +1,126 @@
+"""Throughput benchmarks, printed as Markdown tables: `python scripts/bench.py`.
+
+PPO env-steps/s (acting and learning) beside raw env stepping (random actions, no agent)
+at the same env counts, measured in one run; each figure is the median of `--repeats` timed
+compiled calls after a warm-up call, so compilation is excluded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def median_seconds(fn: Callable[[], object], repeats: int) -> float:
+    """Median wall time of `fn()` (which must block until its result is ready)."""
+    fn()  # warm-up: compile and first run
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def raw_env_steps_per_second(env_name: str, num_envs: int, steps: int, repeats: int) -> float:
+    """Random-action stepping of `num_envs` vmapped envs, `steps` steps per compiled call."""
+    import jax
+    import jax.numpy as jnp
+
+    import envs
+    from jaxrl_sys.rollout import reset_envs, step_envs
+
+    env = envs.make(env_name)
+    n_actions = env.spec.action_space.n
+
+    @jax.jit
+    def run(state, key):
+        def body(state, t):
+            act_key, step_key = jax.random.split(jax.random.fold_in(key, t))
+            actions = jax.random.randint(act_key, (num_envs,), 0, n_actions)
+            state, result = step_envs(env, state, actions, step_key)
+            return state, result.reward.sum()
+
+        return jax.lax.scan(body, state, jnp.arange(steps))
+
+    state = reset_envs(env, jax.random.PRNGKey(0), jnp.arange(num_envs))
+    key = jax.random.PRNGKey(1)
+    seconds = median_seconds(lambda: jax.block_until_ready(run(state, key)), repeats)
+    return num_envs * steps / seconds
+
+
+def ppo_steps_per_second(env_name: str, num_envs: int, iters: int, repeats: int) -> float:
+    """PPO training throughput (env steps per second, acting and learning) on one device."""
+    import jax
+    import numpy as np
+
+    import envs
+    from agents import ppo
+    from jaxrl_sys.execution import place
+
+    config = dataclasses.replace(ppo.default_config(env_name), num_envs=num_envs)
+    agent = ppo.make(envs.make(env_name), config)
+    runner = place(*ppo.placement_fns(agent), num_envs=num_envs, iters_per_chunk=iters)
+    carry = [runner.init(np.arange(1))]
+    run_chunk = runner.run_chunk.lower(carry[0]).compile()
+
+    def one_chunk():
+        carry[0], metrics = run_chunk(carry[0])
+        jax.block_until_ready(metrics)
+
+    seconds = median_seconds(one_chunk, repeats)
+    return iters * config.steps_per_iteration / seconds
+
+
+def ppo_table(env_name: str, sizes: list[int], repeats: int) -> list[str]:
+    from agents import ppo
+
+    num_steps = ppo.default_config(env_name).num_steps
+    rows = [
+        f"| envs | PPO env-steps/s | raw env-steps/s | PPO / raw |",
+        "|---:|---:|---:|---:|",
+    ]
+    for n in sizes:
+        iters = max(2, 65_536 // (n * num_steps))  # ~64k env steps per timed call
+        ppo_rate = ppo_steps_per_second(env_name, n, iters, repeats)
+        raw_rate = raw_env_steps_per_second(env_name, n, iters * num_steps, repeats)
+        rows.append(f"| {n} | {ppo_rate:,.0f} | {raw_rate:,.0f} | {ppo_rate / raw_rate:.3f} |")
+        print(rows[-1], file=sys.stderr, flush=True)
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="CartPole-v1")
+    parser.add_argument("--sizes", default="4,64,1024", help="comma-separated env counts")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    try:
+        sizes = [int(s) for s in args.sizes.split(",")]
+        if min(sizes) < 1 or args.repeats < 1:
+            raise ValueError
+    except ValueError:
+        print(f"error: --sizes must be positive integers and --repeats >= 1", file=sys.stderr)
+        return 2
+
+    from jaxrl_sys.devices import describe, set_safe_cpu_flags
+
+    set_safe_cpu_flags()
+    import jax
+
+    print(f"# jaxrl_sys bench: {describe()}, jax {jax.__version__}, "
+          f"{time.strftime('%Y-%m-%d')}, median of {args.repeats}\n")
+    print(f"## PPO on {args.env}, one device, one seed\n")
+    print("\n".join(ppo_table(args.env, sizes, args.repeats)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
