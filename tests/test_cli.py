@@ -28,7 +28,7 @@ def run_train(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
         (["--set", "num_envs=1.5"], "expected an int"),
         (["--set", "num_steps=30"], "divisible by num_minibatches"),
         (["--set", "env.not_a_param=1"], "unknown param(s) not_a_param"),
-        (["--devices", "3"], "num_envs=16 does not divide over 3 devices"),
+        (["--devices", "3"], "num_envs=32 does not divide over 3 devices"),
         (["--seeds", "0"], "--seeds must be >= 1"),
         (["--devices", "two"], "invalid int value"),
         (["--no-such-flag"], "unrecognized arguments"),
