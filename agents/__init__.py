@@ -6,7 +6,7 @@ import difflib
 import importlib
 from types import ModuleType
 
-AGENTS: dict[str, str] = {"ppo": "agents.ppo"}
+AGENTS: dict[str, str] = {"ppo": "agents.ppo", "dqn": "agents.dqn"}
 
 
 class UnknownAgentError(ValueError):

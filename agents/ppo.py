@@ -343,6 +343,22 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
     )
 
 
+def greedy_action(agent: Agent) -> Callable[[State, jax.Array, jax.Array], jax.Array]:
+    """Deterministic actions (argmax / Gaussian mean clipped to the bounds) for evaluation."""
+    space = agent.spec.action_space
+
+    def policy(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
+        action = agent.act(state.params, obs, key, greedy=True)[0]
+        if isinstance(space, Box):
+            action = jnp.clip(action, jnp.asarray(space.low), jnp.asarray(space.high))
+        return action
+
+    return policy
+
+
+DEFAULT_EVAL_EPISODES = 0  # PPO's training returns already measure its (stochastic) policy
+
+
 def placement_fns(agent: Agent):
     """(init_fn, step_fn) for `jaxrl_sys.execution.place`."""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from typing import Callable, Optional
 
 import jax
@@ -25,6 +26,7 @@ class ChunkSummary:
     returns: np.ndarray  # [seeds] mean return of episodes finished in the chunk (NaN if none)
     lengths: np.ndarray  # [seeds]
     scalars: dict[str, float]  # other metrics, averaged over seeds and iterations
+    eval_returns: Optional[np.ndarray] = None  # [seeds] greedy evaluation at the chunk's end
 
     @property
     def mean_return(self) -> float:
@@ -42,10 +44,13 @@ def summarize(chunk: int, iterations: int, metrics: dict) -> ChunkSummary:
     with np.errstate(invalid="ignore", divide="ignore"):
         returns = np.where(count > 0, metrics["episode_return_sum"].sum(axis=1) / count, np.nan)
         lengths = np.where(count > 0, metrics["episode_length_sum"].sum(axis=1) / count, np.nan)
-    scalars = {
-        k: float(np.mean(v)) for k, v in metrics.items() if k not in EPISODE_KEYS
-    }
-    return ChunkSummary(chunk, iterations, returns, lengths, scalars)
+    with warnings.catch_warnings():  # metrics are NaN in iterations that did not learn
+        warnings.simplefilter("ignore", RuntimeWarning)
+        scalars = {
+            k: float(np.nanmean(v)) for k, v in metrics.items() if k not in EPISODE_KEYS
+        }
+    eval_returns = np.asarray(metrics["eval_return"]) if "eval_return" in metrics else None
+    return ChunkSummary(chunk, iterations, returns, lengths, scalars, eval_returns)
 
 
 @dataclasses.dataclass

@@ -23,7 +23,7 @@ replicated parameter is already summed over the axis inside the body, and the ag
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from typing import Callable, Optional
 
 import jax
 import jax.numpy as jnp
@@ -36,6 +36,8 @@ DEVICE_AXIS = "device"
 
 InitFn = Callable[[jax.Array, jax.Array], tuple[PyTree, PyTree]]
 StepFn = Callable[[PyTree, PyTree, jax.Array], tuple[PyTree, PyTree, Metrics]]
+# eval_fn(agent_state, key, episode_ids) -> (returns, lengths) for the local episode ids.
+EvalFn = Callable[[PyTree, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
 
 
 class PlacementError(ValueError):
@@ -90,14 +92,25 @@ def place(
     num_envs: int,
     num_devices: int = 1,
     iters_per_chunk: int = 1,
+    eval_fn: Optional[EvalFn] = None,
+    eval_episodes: int = 0,
 ) -> Runner:
-    """Place an agent on `num_devices` devices with `num_envs` envs per seed (global)."""
+    """Place an agent on `num_devices` devices with `num_envs` envs per seed (global).
+
+    With `eval_fn` and `eval_episodes > 0`, every chunk ends with a greedy evaluation of
+    `eval_episodes` episodes (split over devices) inside the same compiled call; its mean
+    return and length come back as metrics `eval_return` and `eval_length`, shape [seeds].
+    """
     mesh = make_mesh(num_devices)
     if num_envs % num_devices:
         raise PlacementError(
             f"num_envs={num_envs} does not divide over {num_devices} devices"
         )
     local_envs = num_envs // num_devices
+    if eval_episodes % num_devices:
+        raise PlacementError(
+            f"eval_episodes={eval_episodes} does not divide over {num_devices} devices"
+        )
 
     carry_specs = Carry(agent_state=P(), env_state=P(None, DEVICE_AXIS), key=P())
 
@@ -116,7 +129,15 @@ def place(
             agent_state, env_state, metrics = step_fn(c.agent_state, c.env_state, step_key)
             return Carry(agent_state, env_state, key), metrics
 
-        return jax.lax.scan(body, carry, None, length=iters_per_chunk)
+        carry, metrics = jax.lax.scan(body, carry, None, length=iters_per_chunk)
+        if eval_fn is not None and eval_episodes > 0:
+            local = eval_episodes // num_devices
+            ids = jax.lax.axis_index(DEVICE_AXIS) * local + jnp.arange(local, dtype=jnp.int32)
+            eval_key = jax.random.fold_in(carry.key, 0x5EED)
+            returns, lengths = eval_fn(carry.agent_state, eval_key, ids)
+            metrics["eval_return"] = jax.lax.pmean(jnp.mean(returns), DEVICE_AXIS)
+            metrics["eval_length"] = jax.lax.pmean(jnp.mean(lengths), DEVICE_AXIS)
+        return carry, metrics
 
     init_sharded = jax.shard_map(
         jax.vmap(init_one_seed),

@@ -39,3 +39,37 @@ def gae(
         backward, jnp.zeros_like(values[0]), (deltas, not_done), reverse=True
     )
     return advantages, advantages + values
+
+
+def n_step_targets(
+    rewards: jax.Array,
+    next_values: jax.Array,
+    terminated: jax.Array,
+    truncated: jax.Array,
+    valid: jax.Array,
+    gamma: float,
+) -> jax.Array:
+    """n-step bootstrapped targets for sequences [B, n] starting at each sampled item.
+
+    Sums discounted rewards from step 0 until the first episode end or the last valid step
+    (a sequence cut short by the replay's write head), then bootstraps from `next_values`
+    of that step, the value of the state actually reached, unless it was terminated.
+    Step 0 must be valid. Returns [B].
+    """
+    rewards, next_values = rewards.T, next_values.T  # time-major [n, B]
+    terminated, truncated, valid = terminated.T, truncated.T, valid.T
+    continues = ~(terminated | truncated) & jnp.concatenate(
+        [valid[1:], jnp.zeros_like(valid[:1])], axis=0
+    )
+    not_terminated = 1.0 - terminated.astype(rewards.dtype)
+
+    def backward(later: jax.Array, x) -> tuple[jax.Array, None]:
+        reward, next_value, keep_going, alive = x
+        target = reward + gamma * alive * jnp.where(keep_going, later, next_value)
+        return target, None
+
+    target, _ = jax.lax.scan(
+        backward, jnp.zeros_like(rewards[0]),
+        (rewards, next_values, continues, not_terminated), reverse=True,
+    )
+    return target

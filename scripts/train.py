@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field (repeatable), e.g. --set learning_rate=1e-3")
     p.add_argument("--chunks", type=int, default=20, help="log points (compiled calls) per run")
+    p.add_argument("--eval-episodes", type=int, default=None,
+                   help="greedy evaluation episodes at the end of every chunk (default: the "
+                        "agent's; 0 turns it off). When on, 'solved' means the greedy return")
     p.add_argument("--target-return", type=float, default=None,
                    help="stop once the mean return over seeds reaches this value")
     p.add_argument("--run-root", default="runs", help="directory that holds run directories")
@@ -55,6 +58,8 @@ def check_counts(args: argparse.Namespace) -> None:
             raise UsageError(f"--{flag} must be >= 1, got {getattr(args, flag)}")
     if args.total_steps is not None and args.total_steps < 1:
         raise UsageError(f"--total-steps must be >= 1, got {args.total_steps}")
+    if args.eval_episodes is not None and args.eval_episodes < 0:
+        raise UsageError(f"--eval-episodes must be >= 0, got {args.eval_episodes}")
     if args.seed < 0:
         raise UsageError(f"--seed must be >= 0, got {args.seed}")
 
@@ -85,6 +90,18 @@ def run(args: argparse.Namespace) -> int:
     env = envs.make(env_name, normalize_obs=getattr(config, "normalize_obs", False), **env_kwargs)
 
     agent = agent_module.make(env, config)
+    eval_episodes = (
+        args.eval_episodes if args.eval_episodes is not None
+        else getattr(agent_module, "DEFAULT_EVAL_EPISODES", 0)
+    )
+    if eval_episodes and getattr(config, "normalize_obs", False):
+        raise UsageError("--eval-episodes needs normalize_obs=false (statistics live in the "
+                         "training envs)")
+    eval_fn = None
+    if eval_episodes:
+        from jaxrl_sys.evaluation import make_eval_fn
+
+        eval_fn = make_eval_fn(envs.make(env_name, **env_kwargs), agent_module.greedy_action(agent))
     iters_per_chunk = math.ceil(config.num_iterations / args.chunks)
     num_chunks = math.ceil(config.num_iterations / iters_per_chunk)
     runner = place(
@@ -92,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
         num_envs=config.num_envs,
         num_devices=args.devices,
         iters_per_chunk=iters_per_chunk,
+        eval_fn=eval_fn,
+        eval_episodes=eval_episodes,
     )
     seeds = np.arange(args.seed, args.seed + args.seeds)
     steps_per_chunk = iters_per_chunk * config.steps_per_iteration  # per seed
@@ -124,7 +143,11 @@ def run(args: argparse.Namespace) -> int:
             "max_return": float(returns.max()) if returns.size else float("nan"),
             **summary.scalars,
         })
-        if threshold is not None and not solved_at and summary.mean_return >= threshold:
+        measured = (
+            float(np.mean(summary.eval_returns)) if summary.eval_returns is not None
+            else summary.mean_return
+        )
+        if threshold is not None and not solved_at and measured >= threshold:
             solved_at.update(process_seconds=time.perf_counter() - PROCESS_START,
                              train_seconds=train_seconds, steps_per_seed=steps_per_seed)
             return args.target_return is not None
@@ -142,10 +165,15 @@ def run(args: argparse.Namespace) -> int:
         (f"did not reach {threshold:g}" if threshold is not None else "no threshold")
     )
     per_seed = ", ".join(f"{r:.1f}" for r in final.returns)
+    greedy = (
+        f"; greedy eval return {float(np.mean(final.eval_returns)):.1f} over {eval_episodes} "
+        f"episodes/seed" if final.eval_returns is not None else ""
+    )
     print(
         f"done: {steps:,} steps/seed x {args.seeds} seed(s) in {result.train_seconds:.1f} s "
         f"(+{result.compile_seconds:.1f} s compile), {rate:,.0f} env-steps/s; final mean return "
-        f"{final.mean_return:.1f} [{per_seed}]; {solved}; {run_dir}"
+        f"{final.mean_return:.1f} [{per_seed}]{greedy}; {solved}"
+        f"{' (greedy)' if final.eval_returns is not None and solved_at else ''}; {run_dir}"
     )
     return 0
 

@@ -53,3 +53,42 @@ def test_truncation_bootstraps_and_termination_does_not():
     truncated = jnp.array([[False, True]])
     adv, _ = gae(rewards, values, next_values, terminated, truncated, 0.5, 1.0)
     np.testing.assert_allclose(np.asarray(adv), [[1.0, 1.0 + 0.5 * 10.0]])
+
+
+def reference_n_step(rewards, next_values, terminated, truncated, valid, gamma):
+    """Plain loop: accumulate until an episode end or the last valid step, then bootstrap."""
+    B, n = rewards.shape
+    out = np.zeros(B)
+    for b in range(B):
+        total, discount = 0.0, 1.0
+        for k in range(n):
+            total += discount * rewards[b, k]
+            discount *= gamma
+            last = k == n - 1 or not valid[b, k + 1]
+            if terminated[b, k]:
+                break
+            if truncated[b, k] or last:
+                total += discount * next_values[b, k]
+                break
+        out[b] = total
+    return out
+
+
+def test_n_step_targets_match_reference_with_episode_ends_and_cut_sequences():
+    from jaxrl_sys.returns import n_step_targets
+
+    rng = np.random.default_rng(1)
+    B, n = 400, 5
+    rewards = rng.normal(size=(B, n))
+    next_values = rng.normal(size=(B, n))
+    terminated = rng.random((B, n)) < 0.15
+    truncated = rng.random((B, n)) < 0.15
+    cut = rng.integers(1, n + 1, size=B)  # number of valid steps in each sequence
+    valid = np.arange(n)[None, :] < cut[:, None]
+    got = n_step_targets(
+        jnp.asarray(rewards, jnp.float32), jnp.asarray(next_values, jnp.float32),
+        jnp.asarray(terminated), jnp.asarray(truncated), jnp.asarray(valid), 0.9,
+    )
+    want = reference_n_step(rewards, next_values, terminated, truncated, valid, 0.9)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+    assert (terminated[:, 0]).any() and (truncated[:, 0] & ~terminated[:, 0]).any()

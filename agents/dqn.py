@@ -1,0 +1,379 @@
+"""DQN with double Q-learning, n-step returns, target network, optional dueling head and
+prioritised replay, on vectorised envs with an on-device replay buffer.
+
+Same shape as agents/ppo.py: `make(env, config)` returns an `Agent` of pure functions. The
+replay buffer is env-major and lives in the per-env state, so under the execution layer each
+device keeps the transitions of its own envs; each device samples its share of the global
+batch and gradients are averaged with `lax.pmean`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, NamedTuple, Optional
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from jaxrl_sys import replay
+from jaxrl_sys.config import ConfigError
+from jaxrl_sys.networks import ACTIVATIONS, MLP, Head
+from jaxrl_sys.returns import n_step_targets
+from jaxrl_sys.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
+from jaxrl_sys.types import Discrete, Env, EnvSpec, Metrics
+
+DEFAULT_ENV = "CartPole-v1"
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """DQN hyper-parameters; the defaults solve CartPole-v1."""
+
+    total_steps: int = 60_000
+    num_envs: int = 8
+    rollout_steps: int = 1  # vectorised env steps per iteration
+    updates_per_iteration: int = 1  # gradient steps per iteration
+    buffer_size: int = 50_000  # transitions per seed, over all envs
+    batch_size: int = 128  # global, split over devices
+    learning_starts: int = 1_000  # env steps per seed before learning
+    learning_rate: float = 1e-3
+    anneal_lr: bool = True
+    max_grad_norm: float = 10.0
+    gamma: float = 0.99
+    n_step: int = 3
+    double_q: bool = True
+    dueling: bool = False
+    huber_delta: float = 1.0
+    target_update_period: int = 100  # gradient steps between target updates
+    tau: float = 1.0  # 1.0: copy; < 1: Polyak averaging at every target update
+    epsilon_start: float = 1.0
+    epsilon_end: float = 0.05
+    exploration_fraction: float = 0.25  # of total_steps
+    prioritized: bool = False
+    priority_alpha: float = 0.6
+    priority_beta_start: float = 0.4  # annealed to 1 over training
+    hidden: tuple[int, ...] = (64, 64)
+    activation: str = "relu"
+    normalize_obs: bool = False
+
+    @property
+    def steps_per_iteration(self) -> int:
+        return self.num_envs * self.rollout_steps
+
+    @property
+    def num_iterations(self) -> int:
+        return max(1, -(-self.total_steps // self.steps_per_iteration))
+
+    def validate(self) -> None:
+        """Reject values that cannot work, with one line naming the field."""
+        for name in ("total_steps", "num_envs", "rollout_steps", "updates_per_iteration",
+                     "batch_size", "n_step", "target_update_period"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.buffer_size < self.num_envs * self.n_step:
+            raise ConfigError(
+                f"buffer_size={self.buffer_size} must hold at least n_step steps of every env"
+            )
+        if self.learning_starts < 0:
+            raise ConfigError(f"learning_starts must be >= 0, got {self.learning_starts}")
+        for name in ("learning_rate", "max_grad_norm", "huber_delta"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
+        for name in ("gamma", "tau", "epsilon_start", "epsilon_end", "exploration_fraction",
+                     "priority_alpha", "priority_beta_start"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        if self.tau == 0.0:
+            raise ConfigError("tau must be > 0")
+        if self.activation not in ACTIVATIONS:
+            raise ConfigError(
+                f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}"
+            )
+
+
+_ENV_DEFAULTS: dict[str, dict[str, Any]] = {
+    "CartPole-v1": {},
+    "Acrobot-v1": dict(total_steps=100_000, gamma=0.99, exploration_fraction=0.2),
+}
+
+
+def default_config(env_name: str) -> Config:
+    """The DQN config for `env_name`: shared defaults with that env's overrides applied."""
+    return dataclasses.replace(Config(), **_ENV_DEFAULTS.get(env_name, {}))
+
+
+class QNetwork(nn.Module):
+    """MLP Q-network, optionally with a dueling (value + advantage) head."""
+
+    num_actions: int
+    hidden: tuple[int, ...]
+    activation: str
+    dueling: bool
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> jax.Array:
+        x = MLP(self.hidden, self.activation)(obs)
+        if not self.dueling:
+            return Head(self.num_actions)(x)
+        value = Head(1)(x)
+        advantage = Head(self.num_actions)(x)
+        return value + advantage - advantage.mean(axis=-1, keepdims=True)
+
+
+@struct.dataclass
+class State:
+    """Learner state: online and target parameters, optimiser state, counters."""
+
+    params: Any
+    target_params: Any
+    opt_state: Any
+    iteration: jax.Array
+    updates: jax.Array
+
+
+@struct.dataclass
+class EnvState:
+    """Per-env state: the envs and their replay rows (every leaf has a leading env axis)."""
+
+    envs: VecEnvState
+    replay: Any  # replay.ReplayState or replay.PrioritizedState
+
+
+class Batch(NamedTuple):
+    """Sampled n-step sequences [B, n, ...] and their importance weights [B]."""
+
+    obs: jax.Array
+    action: jax.Array
+    reward: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+    next_obs: jax.Array
+    valid: jax.Array
+    weights: jax.Array
+
+
+class Agent(NamedTuple):
+    """DQN's pure functions bound to one env and config."""
+
+    config: Config
+    spec: EnvSpec
+    network: QNetwork
+    init: Callable[[jax.Array], State]
+    init_envs: Callable[[jax.Array, jax.Array], EnvState]
+    act: Callable[..., jax.Array]
+    update: Callable[[State, Batch], tuple[State, Metrics, jax.Array]]
+    train_step: Callable[[State, EnvState, jax.Array], tuple[State, EnvState, Metrics]]
+
+
+def build_network(spec: EnvSpec, config: Config) -> QNetwork:
+    if not isinstance(spec.action_space, Discrete):
+        raise ConfigError(f"dqn needs discrete actions; {spec.name} has continuous actions")
+    return QNetwork(spec.action_space.n, tuple(config.hidden), config.activation, config.dueling)
+
+
+def build_optimizer(config: Config) -> optax.GradientTransformation:
+    if config.anneal_lr:
+        updates = config.num_iterations * config.updates_per_iteration
+        lr = optax.linear_schedule(config.learning_rate, 0.1 * config.learning_rate, updates)
+    else:
+        lr = config.learning_rate
+    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(lr))
+
+
+def init(key: jax.Array, spec: EnvSpec, config: Config) -> State:
+    """Fresh online/target parameters and optimiser state."""
+    params = build_network(spec, config).init(key, jnp.zeros((1, *spec.obs_shape), jnp.float32))
+    zero = jnp.zeros((), jnp.int32)
+    return State(params, params, build_optimizer(config).init(params), zero, zero)
+
+
+def epsilon_at(config: Config, env_steps: jax.Array) -> jax.Array:
+    """Linear exploration schedule over `exploration_fraction` of the run."""
+    horizon = max(1.0, config.exploration_fraction * config.total_steps)
+    frac = jnp.clip(env_steps / horizon, 0.0, 1.0)
+    return config.epsilon_start + frac * (config.epsilon_end - config.epsilon_start)
+
+
+def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent:
+    """Bind DQN to `env` and `config`; gradients average over `axis_name`."""
+    config.validate()
+    spec = env.spec
+    network = build_network(spec, config)
+    optimizer = build_optimizer(config)
+    num_actions = spec.action_space.n
+    capacity = config.buffer_size // config.num_envs  # per env
+
+    def act(params, obs, key, greedy: bool = False, epsilon: jax.Array | float = 0.0):
+        """Greedy or epsilon-greedy actions for a batch; per-row keys [B] or one key."""
+        greedy_actions = jnp.argmax(network.apply(params, obs), axis=-1)
+        if greedy:
+            return greedy_actions
+        keys = key if key.ndim == 2 else jax.random.split(key, obs.shape[0])
+        explore = jax.vmap(lambda k: jax.random.uniform(k) < epsilon)(keys)
+        random_actions = jax.vmap(lambda k: jax.random.randint(k, (), 0, num_actions))(
+            jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
+        )
+        return jnp.where(explore, random_actions, greedy_actions)
+
+    def loss_fn(params, target_params, batch: Batch):
+        flat_next = batch.next_obs.reshape(-1, *spec.obs_shape)
+        next_q_target = network.apply(target_params, flat_next)
+        if config.double_q:
+            next_actions = jnp.argmax(network.apply(params, flat_next), axis=-1)
+        else:
+            next_actions = jnp.argmax(next_q_target, axis=-1)
+        next_values = jnp.take_along_axis(next_q_target, next_actions[:, None], axis=-1)[:, 0]
+        next_values = jax.lax.stop_gradient(next_values.reshape(batch.reward.shape))
+        targets = n_step_targets(
+            batch.reward, next_values, batch.terminated, batch.truncated, batch.valid,
+            config.gamma,
+        )
+        q = network.apply(params, batch.obs[:, 0])
+        q_taken = jnp.take_along_axis(q, batch.action[:, 0, None].astype(jnp.int32), axis=-1)[:, 0]
+        td_error = q_taken - targets
+        loss = jnp.mean(batch.weights * optax.huber_loss(td_error, delta=config.huber_delta))
+        return loss, (td_error, jnp.mean(q_taken))
+
+    grad_fn = jax.grad(loss_fn, has_aux=True)
+
+    def update(state: State, batch: Batch) -> tuple[State, Metrics, jax.Array]:
+        """One gradient step on a batch; returns the new state, metrics and TD errors."""
+        grads, (td_error, q_mean) = grad_fn(state.params, state.target_params, batch)
+        if axis_name is not None:
+            grads = jax.lax.pmean(grads, axis_name)
+        step, opt_state = optimizer.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, step)
+        updates = state.updates + 1
+        refresh = (updates % config.target_update_period) == 0
+        target_params = jax.tree.map(
+            lambda t, p: jnp.where(refresh, (1 - config.tau) * t + config.tau * p, t),
+            state.target_params, params,
+        )
+        loss = jnp.mean(optax.huber_loss(td_error, delta=config.huber_delta))
+        metrics = {"loss": loss, "q_mean": q_mean}
+        if axis_name is not None:
+            metrics = jax.lax.pmean(metrics, axis_name)
+        new_state = state.replace(
+            params=params, target_params=target_params, opt_state=opt_state, updates=updates
+        )
+        return new_state, metrics, td_error
+
+    def sample(buffer, key, batch_size: int, beta: jax.Array) -> tuple[Batch, Any]:
+        if config.prioritized:
+            _, index, weights = replay.sample_prioritized(buffer, key, batch_size, beta)
+            data, valid = replay.gather_sequences(buffer.replay, index, config.n_step)
+        else:
+            data, valid, index = replay.sample_sequences(buffer, key, batch_size, config.n_step)
+            weights = jnp.ones(batch_size, jnp.float32)
+        batch = Batch(
+            obs=data["obs"], action=data["action"], reward=data["reward"],
+            terminated=data["terminated"], truncated=data["truncated"],
+            next_obs=data["next_obs"], valid=valid, weights=weights,
+        )
+        return batch, index
+
+    def collect(state: State, env_state: EnvState, key):
+        env_steps = state.iteration * config.steps_per_iteration
+        epsilon = epsilon_at(config, env_steps)
+
+        def one_step(carry, t):
+            vstate, buffer = carry
+            act_key, env_key = jax.random.split(jax.random.fold_in(key, t))
+            actions = act(state.params, vstate.obs, per_env_keys(act_key, vstate.env_ids),
+                          epsilon=epsilon)
+            next_vstate, result = step_envs(env, vstate, actions, env_key)
+            transition = {
+                "obs": vstate.obs, "action": actions.astype(jnp.int32),
+                "reward": result.reward, "terminated": result.terminated,
+                "truncated": result.truncated, "next_obs": result.info["final_observation"],
+            }
+            add = replay.add_prioritized if config.prioritized else replay.add
+            return (next_vstate, add(buffer, transition)), episode_metrics(result.info, None)
+
+        (vstate, buffer), episodes = jax.lax.scan(
+            one_step, (env_state.envs, env_state.replay), jnp.arange(config.rollout_steps)
+        )
+        episodes = jax.tree.map(jnp.sum, episodes)
+        if axis_name is not None:
+            episodes = jax.lax.psum(episodes, axis_name)
+        return EnvState(vstate, buffer), episodes, epsilon
+
+    def learn(state: State, buffer, key):
+        devices = jax.lax.axis_size(axis_name) if axis_name is not None else 1
+        if config.batch_size % devices:
+            raise ConfigError(
+                f"batch_size={config.batch_size} does not divide over {devices} devices"
+            )
+        local_batch = config.batch_size // devices
+        progress = state.iteration / config.num_iterations
+        beta = config.priority_beta_start + progress * (1.0 - config.priority_beta_start)
+
+        def one_update(carry, k):
+            state, buffer = carry
+            batch, index = sample(buffer, k, local_batch, beta)
+            state, metrics, td_error = update(state, batch)
+            if config.prioritized:
+                buffer = replay.update_priorities(
+                    buffer, index, jnp.abs(td_error), config.priority_alpha
+                )
+            return (state, buffer), metrics
+
+        keys = jax.random.split(key, config.updates_per_iteration)
+        (state, buffer), metrics = jax.lax.scan(one_update, (state, buffer), keys)
+        return state, buffer, jax.tree.map(jnp.mean, metrics)
+
+    def train_step(state: State, env_state: EnvState, key):
+        """Step every env `rollout_steps` times into replay, then `updates_per_iteration` updates."""
+        collect_key, learn_key = jax.random.split(key)
+        env_state, episodes, epsilon = collect(state, env_state, collect_key)
+        ready = (state.iteration + 1) * config.steps_per_iteration >= max(
+            config.learning_starts, config.n_step * config.num_envs
+        )
+        learned, buffer, metrics = learn(state, env_state.replay, learn_key)
+        state = jax.tree.map(lambda new, old: jnp.where(ready, new, old), learned, state)
+        buffer = jax.tree.map(lambda new, old: jnp.where(ready, new, old), buffer, env_state.replay)
+        metrics = jax.tree.map(lambda m: jnp.where(ready, m, jnp.nan), metrics)
+        state = state.replace(iteration=state.iteration + 1)
+        return state, EnvState(env_state.envs, buffer), {**metrics, "epsilon": epsilon, **episodes}
+
+    def init_envs(key, env_ids) -> EnvState:
+        vstate = reset_envs(env, key, env_ids)
+        example = {
+            "obs": jnp.zeros(spec.obs_shape, jnp.float32), "action": jnp.zeros((), jnp.int32),
+            "reward": jnp.zeros((), jnp.float32), "terminated": jnp.zeros((), bool),
+            "truncated": jnp.zeros((), bool), "next_obs": jnp.zeros(spec.obs_shape, jnp.float32),
+        }
+        make_buffer = replay.init_prioritized if config.prioritized else replay.init
+        return EnvState(vstate, make_buffer(example, env_ids.shape[0], capacity))
+
+    return Agent(
+        config=config,
+        spec=spec,
+        network=network,
+        init=lambda key: init(key, spec, config),
+        init_envs=init_envs,
+        act=act,
+        update=update,
+        train_step=train_step,
+    )
+
+
+def greedy_action(agent: Agent) -> Callable[[State, jax.Array, jax.Array], jax.Array]:
+    """Greedy (argmax Q) actions for evaluation."""
+    return lambda state, obs, key: agent.act(state.params, obs, key, greedy=True)
+
+
+DEFAULT_EVAL_EPISODES = 32  # training returns are epsilon-greedy; report the greedy policy
+
+
+def placement_fns(agent: Agent):
+    """(init_fn, step_fn) for `jaxrl_sys.execution.place`."""
+
+    def init_fn(key, env_ids):
+        params_key, env_key = jax.random.split(key)
+        return agent.init(params_key), agent.init_envs(env_key, env_ids)
+
+    return init_fn, agent.train_step

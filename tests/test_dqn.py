@@ -1,0 +1,69 @@
+"""DQN: one update is the same on 8 devices as on 1; it learns CartPole (greedy evaluation)."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as P
+
+import envs
+from agents import dqn
+from jaxrl_sys.driver import train
+from jaxrl_sys.evaluation import make_eval_fn
+from jaxrl_sys.execution import DEVICE_AXIS, make_mesh, place
+
+
+def random_batch(key, batch_size: int, n: int, obs_dim: int) -> dqn.Batch:
+    ks = jax.random.split(key, 6)
+    return dqn.Batch(
+        obs=jax.random.normal(ks[0], (batch_size, n, obs_dim)),
+        action=jax.random.randint(ks[1], (batch_size, n), 0, 2),
+        reward=jax.random.uniform(ks[2], (batch_size, n)),
+        terminated=jax.random.uniform(ks[3], (batch_size, n)) < 0.1,
+        truncated=jax.random.uniform(ks[4], (batch_size, n)) < 0.1,
+        next_obs=jax.random.normal(ks[5], (batch_size, n, obs_dim)),
+        valid=jnp.ones((batch_size, n), bool),
+        weights=jnp.ones(batch_size),
+    )
+
+
+def test_one_update_on_eight_devices_equals_one_device():
+    env = envs.make("CartPole-v1")
+    config = dqn.default_config("CartPole-v1")
+    batch = random_batch(jax.random.PRNGKey(0), 64, config.n_step, 4)
+
+    def run(num_devices: int):
+        agent = dqn.make(env, config)
+        state = agent.init(jax.random.PRNGKey(1))
+        mapped = jax.shard_map(
+            lambda s, b: agent.update(s, b)[:2], mesh=make_mesh(num_devices),
+            in_specs=(P(), P(DEVICE_AXIS)), out_specs=P(), check_vma=False,
+        )
+        return jax.device_get(jax.jit(mapped)(state, batch))
+
+    (state_1, metrics_1), (state_8, metrics_8) = run(1), run(8)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7),
+                 state_8.params, state_1.params)
+    np.testing.assert_allclose(metrics_8["loss"], metrics_1["loss"], rtol=1e-5)
+    initial = dqn.make(env, config).init(jax.random.PRNGKey(1)).params
+    moved = jax.tree.map(lambda a, b: np.abs(a - b).max(), state_1.params, initial)
+    assert max(jax.tree.leaves(moved)) > 1e-4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("prioritized", [False])
+def test_dqn_solves_cartpole_greedy_over_four_seeds(prioritized):
+    config = dataclasses.replace(dqn.default_config("CartPole-v1"), prioritized=prioritized)
+    env = envs.make("CartPole-v1")
+    agent = dqn.make(env, config)
+    chunks = 10
+    iters = -(-config.num_iterations // chunks)
+    runner = place(
+        *dqn.placement_fns(agent), num_envs=config.num_envs, iters_per_chunk=iters,
+        eval_fn=make_eval_fn(env, dqn.greedy_action(agent)), eval_episodes=32,
+    )
+    result = train(runner, np.arange(4), -(-config.num_iterations // iters))
+    greedy = result.history[-1].eval_returns
+    assert greedy.mean() >= 475, greedy
