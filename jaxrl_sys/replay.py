@@ -218,7 +218,7 @@ def _descend(
 def sample_prioritized(
     state: PrioritizedState, key: jax.Array, batch_size: int, beta: float
 ) -> tuple[PyTree, Index, jax.Array]:
-    """A stratified proportional batch, its index and importance weights normalised by the batch max.
+    """A stratified proportional batch, its index, and importance weights (batch max = 1).
 
     The total mass is cut into batch_size equal segments with one uniform draw in each; an
     item's weight is (N * P(i)) ** -beta / max over the batch, N the number of filled items.

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def median_seconds(fn: Callable[[], object], repeats: int) -> float:
@@ -101,6 +102,7 @@ def main() -> int:
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("--sizes", default="4,64,1024", help="comma-separated env counts")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--sections", default="ppo,replay", help="comma-separated: ppo, replay")
     args = parser.parse_args()
     try:
         sizes = [int(s) for s in args.sizes.split(",")]
@@ -117,8 +119,15 @@ def main() -> int:
 
     print(f"# jaxrl_sys bench: {describe()}, jax {jax.__version__}, "
           f"{time.strftime('%Y-%m-%d')}, median of {args.repeats}\n")
-    print(f"## PPO on {args.env}, one device, one seed\n")
-    print("\n".join(ppo_table(args.env, sizes, args.repeats)))
+    sections = args.sections.split(",")
+    if "ppo" in sections:
+        print(f"## PPO on {args.env}, one device, one seed\n")
+        print("\n".join(ppo_table(args.env, sizes, args.repeats)) + "\n")
+    if "replay" in sections:
+        from bench_replay import replay_table
+
+        print("## Replay add + sample, one device\n")
+        print("\n".join(replay_table(repeats=3)) + "\n")
     return 0
 
 
