@@ -25,8 +25,11 @@ import optax
 from flax import struct
 
 from jaxrl_sys import distributions as dist
-from jaxrl_sys.config import ConfigError
+from jaxrl_sys.config import (
+    ConfigError, check_at_least, check_choice, check_positive, check_unit_interval, iterations,
+)
 from jaxrl_sys.networks import ACTIVATIONS, ActorCritic
+from jaxrl_sys.execution import agent_fns
 from jaxrl_sys.returns import gae
 from jaxrl_sys.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
 from jaxrl_sys.types import Box, Env, EnvSpec, Metrics
@@ -64,29 +67,20 @@ class Config:
 
     @property
     def num_iterations(self) -> int:
-        return max(1, -(-self.total_steps // self.steps_per_iteration))
+        return iterations(self.total_steps, self.steps_per_iteration)
 
     def validate(self) -> None:
         """Reject values that cannot work, with one line naming the field."""
-        positive = ("total_steps", "num_envs", "num_steps", "update_epochs", "num_minibatches")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        check_at_least(self, 1, "total_steps", "num_envs", "num_steps", "update_epochs",
+                       "num_minibatches")
         if self.num_steps % self.num_minibatches:
             raise ConfigError(
                 f"num_steps={self.num_steps} must be divisible by "
                 f"num_minibatches={self.num_minibatches}"
             )
-        for name in ("learning_rate", "max_grad_norm", "clip_eps", "reward_scale"):
-            if not getattr(self, name) > 0:
-                raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
-        for name in ("gamma", "gae_lambda"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)}")
-        if self.activation not in ACTIVATIONS:
-            raise ConfigError(
-                f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}"
-            )
+        check_positive(self, "learning_rate", "max_grad_norm", "clip_eps", "reward_scale")
+        check_unit_interval(self, "gamma", "gae_lambda")
+        check_choice(self, "activation", ACTIVATIONS)
         if not self.hidden or min(self.hidden) < 1:
             raise ConfigError(f"hidden must be positive layer widths, got {self.hidden}")
 
@@ -361,9 +355,4 @@ DEFAULT_EVAL_EPISODES = 0  # PPO's training returns already measure its (stochas
 
 def placement_fns(agent: Agent):
     """(init_fn, step_fn) for `jaxrl_sys.execution.place`."""
-
-    def init_fn(key, env_ids):
-        params_key, env_key = jax.random.split(key)
-        return agent.init(params_key), agent.init_envs(env_key, env_ids)
-
-    return init_fn, agent.train_step
+    return agent_fns(agent)

@@ -275,3 +275,35 @@ def config_to_dict(config: Any) -> dict[str, Any]:
     if not dataclasses.is_dataclass(config) or isinstance(config, type):
         raise TypeError(f"config_to_dict needs a dataclass instance, got {type(config).__name__}")
     return _jsonable(dataclasses.asdict(config))
+
+
+def check_at_least(config: Any, minimum: float, *names: str) -> None:
+    """ConfigError naming the first field in `names` that is below `minimum`."""
+    for name in names:
+        if not getattr(config, name) >= minimum:
+            raise ConfigError(f"{name} must be >= {minimum:g}, got {getattr(config, name)}")
+
+
+def check_positive(config: Any, *names: str) -> None:
+    """ConfigError naming the first field in `names` that is not > 0."""
+    for name in names:
+        if not getattr(config, name) > 0:
+            raise ConfigError(f"{name} must be > 0, got {getattr(config, name)}")
+
+
+def check_unit_interval(config: Any, *names: str) -> None:
+    """ConfigError naming the first field in `names` outside [0, 1]."""
+    for name in names:
+        if not 0.0 <= getattr(config, name) <= 1.0:
+            raise ConfigError(f"{name} must be in [0, 1], got {getattr(config, name)}")
+
+
+def check_choice(config: Any, name: str, choices: Any) -> None:
+    """ConfigError if field `name` is not one of `choices`."""
+    if getattr(config, name) not in choices:
+        raise ConfigError(f"{name} must be one of {sorted(choices)}, got {getattr(config, name)!r}")
+
+
+def iterations(total_steps: int, steps_per_iteration: int) -> int:
+    """Training iterations needed to take at least `total_steps` env steps (at least one)."""
+    return max(1, -(-total_steps // steps_per_iteration))

@@ -40,6 +40,17 @@ StepFn = Callable[[PyTree, PyTree, jax.Array], tuple[PyTree, PyTree, Metrics]]
 EvalFn = Callable[[PyTree, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
 
 
+def agent_fns(agent) -> tuple[InitFn, StepFn]:
+    """(init_fn, step_fn) for `place` from an agent with `init(key)`, `init_envs(key, env_ids)`
+    and `train_step(state, env_state, key)` (every agent in `agents/` has them)."""
+
+    def init_fn(key: jax.Array, env_ids: jax.Array) -> tuple[PyTree, PyTree]:
+        params_key, env_key = jax.random.split(key)
+        return agent.init(params_key), agent.init_envs(env_key, env_ids)
+
+    return init_fn, agent.train_step
+
+
 class PlacementError(ValueError):
     """A placement that cannot work (e.g. envs that do not divide over devices)."""
 
