@@ -6,7 +6,7 @@ import difflib
 import importlib
 from types import ModuleType
 
-AGENTS: dict[str, str] = {"ppo": "agents.ppo", "dqn": "agents.dqn"}
+AGENTS: dict[str, str] = {"ppo": "agents.ppo", "dqn": "agents.dqn", "sac": "agents.sac"}
 
 
 class UnknownAgentError(ValueError):

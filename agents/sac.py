@@ -1,0 +1,520 @@
+"""Soft Actor-Critic: tanh-squashed Gaussian policy, twin critics, automatic entropy tuning.
+
+Pure functions over explicit state. `make(env, config)` binds the static parts (networks,
+optimisers, env) and returns an `Agent` whose functions follow the agent contract:
+
+    init(key) -> State
+    init_envs(key, env_ids) -> EnvState            (envs + their replay, env-leading leaves)
+    act(params, obs, key, greedy=False) -> action  (in the env's Box bounds)
+    update(state, batch, key) -> (state, metrics)  (one gradient step on every loss)
+    train_step(state, env_state, key) -> (state, env_state, metrics)
+
+Replay is env-major (`jaxrl_sys.replay`): it lives in the per-env state, so under the
+execution layer every device keeps the transitions of its own envs. Each device samples
+`batch_size / num_devices` of them (uniform over its shard, every shard holding the same
+number of transitions), and gradients are `lax.pmean`-ed over `axis_name`, so the global
+batch is `batch_size` uniform transitions whatever the number of devices. The policy noise of
+an update is drawn for the global batch and each device takes its slice, which makes one
+`update` on N devices equal to one `update` on 1 device with the same global batch.
+
+Stored transitions are `{obs, action, reward, terminated, next_obs}` with `action` in env
+units and `next_obs` the pre-reset observation (`info["final_observation"]`); targets
+bootstrap through truncation and never through termination.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable, NamedTuple, Optional, Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import struct
+from jax.flatten_util import ravel_pytree
+
+from jaxrl_sys import replay
+from jaxrl_sys.config import ConfigError
+from jaxrl_sys.networks import ACTIVATIONS
+from jaxrl_sys.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
+from jaxrl_sys.types import Box, Env, EnvSpec, Metrics
+
+DEFAULT_ENV = "Pendulum-v1"
+
+LOG_STD_MIN = -5.0
+LOG_STD_MAX = 2.0
+_LOG_2PI = math.log(2.0 * math.pi)
+_LOG_2 = math.log(2.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """SAC hyper-parameters; the defaults solve Pendulum-v1 (see `default_config`)."""
+
+    total_steps: int = 20_000
+    num_envs: int = 4
+    num_steps: int = 50  # vectorised env steps per iteration (per train_step call)
+    buffer_size: int = 100_000  # total over envs; each env keeps buffer_size // num_envs
+    batch_size: int = 256  # global, per gradient update (split over devices)
+    learning_starts: int = 1_000  # env steps (all envs) of uniform random actions, no updates
+    updates_per_step: int = 1  # gradient updates per vectorised env step
+    gamma: float = 0.99
+    tau: float = 0.01
+    actor_learning_rate: float = 3e-3
+    critic_learning_rate: float = 3e-3
+    alpha_learning_rate: float = 1e-3
+    hidden: tuple[int, ...] = (64, 64)
+    activation: str = "relu"
+    initial_alpha: float = 0.1
+    target_entropy: Optional[float] = None  # None: -action_dim
+    reward_scale: float = 1.0
+    normalize_obs: bool = False
+
+    @property
+    def steps_per_iteration(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def num_iterations(self) -> int:
+        return max(1, -(-self.total_steps // self.steps_per_iteration))
+
+    @property
+    def capacity_per_env(self) -> int:
+        return self.buffer_size // self.num_envs
+
+    def validate(self) -> None:
+        """Reject values that cannot work, with one line naming the field."""
+        positive = ("total_steps", "num_envs", "num_steps", "buffer_size", "batch_size",
+                    "updates_per_step")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.learning_starts < 0:
+            raise ConfigError(f"learning_starts must be >= 0, got {self.learning_starts}")
+        if self.buffer_size % self.num_envs:
+            raise ConfigError(
+                f"buffer_size={self.buffer_size} must be divisible by num_envs={self.num_envs}"
+            )
+        names = ("actor_learning_rate", "critic_learning_rate", "alpha_learning_rate",
+                 "initial_alpha", "reward_scale")
+        for name in names:
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
+        if not 0.0 <= self.gamma <= 1.0:
+            raise ConfigError(f"gamma must be in [0, 1], got {self.gamma}")
+        if not 0.0 < self.tau <= 1.0:
+            raise ConfigError(f"tau must be in (0, 1], got {self.tau}")
+        if self.activation not in ACTIVATIONS:
+            raise ConfigError(
+                f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}"
+            )
+        if not self.hidden or min(self.hidden) < 1:
+            raise ConfigError(f"hidden must be positive layer widths, got {self.hidden}")
+
+
+# Per-env defaults: tuned so that the default command solves the env.
+_ENV_DEFAULTS: dict[str, dict[str, Any]] = {
+    "Pendulum-v1": {},
+}
+
+
+def default_config(env_name: str) -> Config:
+    """The SAC config for `env_name`: shared defaults with that env's overrides applied."""
+    return dataclasses.replace(Config(), **_ENV_DEFAULTS.get(env_name, {}))
+
+
+# ------------------------------------------------------------------------ the squashed Gaussian
+
+
+def tanh_log_det_jacobian(u: jax.Array) -> jax.Array:
+    """log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)), exact and finite for any u."""
+    return 2.0 * (_LOG_2 - u - jax.nn.softplus(-2.0 * u))
+
+
+def tanh_gaussian_log_prob(mean: jax.Array, log_std: jax.Array, u: jax.Array) -> jax.Array:
+    """Log-density of a = tanh(u), u ~ N(mean, exp(log_std)^2), summed over the last axis.
+
+    Takes the pre-squash `u` (not `a`): near the bounds `a` rounds to +-1 in float32 while `u`
+    keeps the information, so the density stays exact there.
+    """
+    z = (u - mean) * jnp.exp(-log_std)
+    gaussian = -0.5 * z**2 - log_std - 0.5 * _LOG_2PI
+    return jnp.sum(gaussian - tanh_log_det_jacobian(u), axis=-1)
+
+
+def tanh_gaussian_sample(
+    mean: jax.Array, log_std: jax.Array, noise: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """Reparameterised sample a = tanh(mean + std * noise) in [-1, 1] and its log-density."""
+    u = mean + jnp.exp(log_std) * noise
+    return jnp.tanh(u), tanh_gaussian_log_prob(mean, log_std, u)
+
+
+# ------------------------------------------------------------------------------------ networks
+
+
+def _dense(features: int, scale: float = 1.0) -> nn.Dense:
+    """A dense layer with lecun-normal weights times `scale` (no QR: safe under vmap on CPU)."""
+    init = nn.initializers.variance_scaling(scale, "fan_in", "normal")
+    return nn.Dense(features, kernel_init=init)
+
+
+class Actor(nn.Module):
+    """obs -> (mean, log_std) of the pre-squash Gaussian; log_std squashed into its range."""
+
+    action_dim: int
+    hidden: Sequence[int]
+    activation: str = "relu"
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        x = obs.reshape(obs.shape[0], -1)
+        for width in self.hidden:
+            x = ACTIVATIONS[self.activation](_dense(width)(x))
+        mean = _dense(self.action_dim, 0.01)(x)
+        log_std = jnp.tanh(_dense(self.action_dim, 0.01)(x))
+        log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (log_std + 1.0)
+        return mean, log_std
+
+
+class Critic(nn.Module):
+    """(obs, action in [-1, 1]) -> Q, shape [batch]."""
+
+    hidden: Sequence[int]
+    activation: str = "relu"
+
+    @nn.compact
+    def __call__(self, obs: jax.Array, action: jax.Array) -> jax.Array:
+        x = jnp.concatenate([obs.reshape(obs.shape[0], -1), action], axis=-1)
+        for width in self.hidden:
+            x = ACTIVATIONS[self.activation](_dense(width)(x))
+        return _dense(1)(x)[:, 0]
+
+
+# ------------------------------------------------------------------------------------- state
+
+
+@struct.dataclass
+class Params:
+    """Everything the policy and the learner read: actor, twin critics, targets, log alpha."""
+
+    actor: Any
+    critic: Any  # twin critics, every leaf with a leading axis of 2
+    target_critic: Any
+    log_alpha: jax.Array
+
+
+class Trainable(NamedTuple):
+    """The parameters gradient descent moves, raveled in this order for the optimiser."""
+
+    actor: Any
+    critic: Any
+    log_alpha: jax.Array
+
+
+@struct.dataclass
+class State:
+    """Learner state: parameters, optimiser states, counters (per seed, replicated)."""
+
+    params: Params
+    opt_state: Any  # Adam moments of the raveled Trainable (one vector)
+    env_steps: jax.Array  # env steps taken so far, over all envs of the seed
+    updates: jax.Array  # gradient updates applied so far
+
+
+@struct.dataclass
+class EnvState:
+    """The per-env part of a run; every leaf has a leading env axis."""
+
+    envs: VecEnvState
+    replay: replay.ReplayState
+
+
+class Agent(NamedTuple):
+    """SAC's pure functions bound to one env and config."""
+
+    config: Config
+    spec: EnvSpec
+    actor: Actor
+    critic: Critic
+    init: Callable[[jax.Array], State]
+    init_envs: Callable[[jax.Array, jax.Array], EnvState]
+    act: Callable[..., jax.Array]
+    update: Callable[[State, dict, jax.Array], tuple[State, Metrics]]
+    train_step: Callable[[State, EnvState, jax.Array], tuple[State, EnvState, Metrics]]
+
+
+def _pmean(x: Any, axis_name: Optional[str]) -> Any:
+    return x if axis_name is None else jax.lax.pmean(x, axis_name)
+
+
+def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent:
+    """Bind SAC to `env` and `config`; `axis_name` is the device axis gradients average over.
+
+    With `axis_name` set, `update` and `train_step` must run inside a mapped axis of that
+    name (the execution layer's shard_map); with `axis_name=None` they run as is.
+    """
+    config.validate()
+    spec = env.spec
+    if not isinstance(spec.action_space, Box):
+        raise ConfigError(f"SAC needs a continuous (Box) action space; {spec.name} is discrete")
+    action_shape = tuple(spec.action_space.shape)
+    action_dim = int(math.prod(action_shape))
+    if len(action_shape) != 1:
+        raise ConfigError(f"SAC needs a 1-D Box action space, got shape {action_shape}")
+    low = jnp.asarray(spec.action_space.low, jnp.float32)
+    high = jnp.asarray(spec.action_space.high, jnp.float32)
+    target_entropy = (
+        -float(action_dim) if config.target_entropy is None else float(config.target_entropy)
+    )
+    obs_dtype = jnp.dtype(spec.obs_dtype)
+
+    actor = Actor(action_dim, tuple(config.hidden), config.activation)
+    critic = Critic(tuple(config.hidden), config.activation)
+    adam = optax.scale_by_adam()
+
+    def to_env_units(a: jax.Array) -> jax.Array:
+        return low + 0.5 * (a + 1.0) * (high - low)
+
+    def to_unit_box(action: jax.Array) -> jax.Array:
+        return jnp.clip(2.0 * (action - low) / (high - low) - 1.0, -1.0, 1.0)
+
+    def q_values(critic_params, obs, a_unit):
+        """Twin Q-values [2, B] for actions in [-1, 1]."""
+        return jax.vmap(critic.apply, in_axes=(0, None, None))(critic_params, obs, a_unit)
+
+    def init(key: jax.Array) -> State:
+        actor_key, critic_key = jax.random.split(key)
+        obs = jnp.zeros((1, *spec.obs_shape), jnp.float32)
+        actor_params = actor.init(actor_key, obs)
+        critic_params = jax.vmap(critic.init, in_axes=(0, None, None))(
+            jax.random.split(critic_key, 2), obs, jnp.zeros((1, action_dim), jnp.float32)
+        )
+        params = Params(
+            actor=actor_params,
+            critic=critic_params,
+            target_critic=critic_params,
+            log_alpha=jnp.asarray(math.log(config.initial_alpha), jnp.float32),
+        )
+        trainable = Trainable(params.actor, params.critic, params.log_alpha)
+        opt_state = adam.init(ravel_pytree(trainable)[0])
+        zero = jnp.zeros((), jnp.int32)
+        return State(params=params, opt_state=opt_state, env_steps=zero, updates=zero)
+
+    # Per-parameter learning rates for the raveled Trainable (ravel order: actor, critic, alpha).
+    shapes = jax.eval_shape(init, jax.random.PRNGKey(0)).params
+    sizes = [
+        sum(math.prod(leaf.shape) for leaf in jax.tree.leaves(tree))
+        for tree in (shapes.actor, shapes.critic, shapes.log_alpha)
+    ]
+    learning_rates = np.concatenate([
+        np.full(size, lr, np.float32)
+        for size, lr in zip(sizes, (config.actor_learning_rate, config.critic_learning_rate,
+                                    config.alpha_learning_rate))
+    ])
+
+    def act(params: Params, obs: jax.Array, key: jax.Array, greedy: bool = False) -> jax.Array:
+        """Actions in env units for a batch of observations; per-row keys [B] or one key."""
+        mean, log_std = actor.apply(params.actor, obs.astype(jnp.float32))
+        if greedy:
+            return to_env_units(jnp.tanh(mean))
+        keys = key if key.ndim == 2 else jax.random.split(key, obs.shape[0])
+        noise = jax.vmap(lambda k: jax.random.normal(k, (action_dim,)))(keys)
+        a, _ = tanh_gaussian_sample(mean, log_std, noise)
+        return to_env_units(a)
+
+    def global_noise(key: jax.Array, local_batch: int) -> jax.Array:
+        """This device's slice of noise drawn for the global batch, [local_batch, action_dim]."""
+        if axis_name is None:
+            return jax.random.normal(key, (local_batch, action_dim))
+        devices = jax.lax.axis_size(axis_name)
+        noise = jax.random.normal(key, (devices * local_batch, action_dim))
+        start = jax.lax.axis_index(axis_name) * local_batch
+        return jax.lax.dynamic_slice_in_dim(noise, start, local_batch)
+
+    def loss_fn(trainable: Trainable, target_critic, batch, noise_now, noise_next):
+        """Critic, actor and alpha losses in one pass; each reaches only its own parameters.
+
+        The critic target and the actor's Q use `stop_gradient`, alpha enters the critic and
+        actor losses as a constant and the log-probabilities enter the alpha loss as
+        constants, so the gradient of the sum is the three separate gradients at once.
+        """
+        actor_params, critic_params, log_alpha = trainable
+        alpha = jax.lax.stop_gradient(jnp.exp(log_alpha))
+        obs, next_obs = batch["obs"], batch["next_obs"]
+        local_batch = obs.shape[0]
+        # One actor pass over current and next observations.
+        mean, log_std = actor.apply(actor_params, jnp.concatenate([obs, next_obs]))
+        a, log_prob = tanh_gaussian_sample(mean, log_std, jnp.concatenate([noise_now, noise_next]))
+        a_now, next_a = a[:local_batch], a[local_batch:]
+        log_prob_now, next_log_prob = log_prob[:local_batch], log_prob[local_batch:]
+
+        next_q = jnp.min(q_values(target_critic, next_obs, next_a), axis=0)
+        not_terminated = 1.0 - batch["terminated"].astype(jnp.float32)
+        target = batch["reward"].astype(jnp.float32) * config.reward_scale + (
+            config.gamma * not_terminated * (next_q - alpha * next_log_prob)
+        )
+        target = jax.lax.stop_gradient(target)
+        q = q_values(critic_params, obs, to_unit_box(batch["action"]))
+        critic_loss = 0.5 * jnp.mean(jnp.sum((q - target) ** 2, axis=0))
+
+        q_pi = jnp.min(q_values(jax.lax.stop_gradient(critic_params), obs, a_now), axis=0)
+        actor_loss = jnp.mean(alpha * log_prob_now - q_pi)
+
+        entropy_gap = jnp.mean(jax.lax.stop_gradient(log_prob_now) + target_entropy)
+        alpha_loss = -log_alpha * entropy_gap
+        metrics = dict(
+            critic_loss=critic_loss, actor_loss=actor_loss, alpha_loss=alpha_loss, alpha=alpha,
+            entropy=-jnp.mean(log_prob_now), q=jnp.mean(q),
+        )
+        return critic_loss + actor_loss + alpha_loss, metrics
+
+    grad_fn = jax.grad(loss_fn, has_aux=True)
+
+    def update(state: State, batch: dict, key: jax.Array) -> tuple[State, Metrics]:
+        """One Adam step on the critics, the actor and alpha, then Polyak-average the targets.
+
+        `batch` holds this device's share of the global batch (leaves [B_local, ...]); keys
+        obs, action (env units), reward, terminated, next_obs. The three losses are taken
+        from the same parameters (the actor's Q is the critics' before this step). All
+        trainable parameters are raveled into one vector: one `pmean`, one Adam step with a
+        per-parameter learning rate (actor / critic / alpha).
+        """
+        params = state.params
+        batch = {
+            **batch,
+            "obs": batch["obs"].astype(jnp.float32),
+            "next_obs": batch["next_obs"].astype(jnp.float32),
+        }
+        local_batch = batch["obs"].shape[0]
+        now_key, next_key = jax.random.split(key)
+        trainable = Trainable(params.actor, params.critic, params.log_alpha)
+        grads, metrics = grad_fn(
+            trainable, params.target_critic, batch,
+            global_noise(now_key, local_batch), global_noise(next_key, local_batch),
+        )
+        flat_grads = _pmean(ravel_pytree(grads)[0], axis_name)
+        flat_params, unravel = ravel_pytree(trainable)
+        scaled, opt_state = adam.update(flat_grads, state.opt_state)
+        new = unravel(flat_params - learning_rates * scaled)
+        target_critic = optax.incremental_update(new.critic, params.target_critic, config.tau)
+        new_state = State(
+            params=Params(new.actor, new.critic, target_critic, new.log_alpha),
+            opt_state=opt_state,
+            env_steps=state.env_steps,
+            updates=state.updates + 1,
+        )
+        return new_state, _pmean(metrics, axis_name)
+
+    def local_batch_size(local_envs: int) -> int:
+        """This device's share of the global batch: batch_size * local_envs / num_envs."""
+        share = config.batch_size * local_envs
+        if share % config.num_envs:
+            devices = config.num_envs // local_envs
+            raise ConfigError(
+                f"batch_size={config.batch_size} does not divide over {devices} devices"
+            )
+        return share // config.num_envs
+
+    def random_actions(keys: jax.Array) -> jax.Array:
+        u = jax.vmap(lambda k: jax.random.uniform(k, (action_dim,), minval=-1.0, maxval=1.0))(keys)
+        return to_env_units(u)
+
+    def train_step(state: State, env_state: EnvState, key: jax.Array):
+        """`num_steps` vectorised env steps, each followed by `updates_per_step` updates."""
+        local_envs = env_state.envs.obs.shape[0]
+        local_batch = local_batch_size(local_envs)
+        device = 0 if axis_name is None else jax.lax.axis_index(axis_name)
+
+        def env_step(carry, t):
+            state, es = carry
+            step_key = jax.random.fold_in(key, t)
+            act_key, explore_key, env_key, update_key = jax.random.split(step_key, 4)
+            vstate = es.envs
+            policy_action = act(state.params, vstate.obs, per_env_keys(act_key, vstate.env_ids))
+            explore_action = random_actions(per_env_keys(explore_key, vstate.env_ids))
+            action = jnp.where(state.env_steps < config.learning_starts,
+                               explore_action, policy_action)
+            vstate, result = step_envs(env, vstate, action, env_key)
+            transition = dict(
+                obs=es.envs.obs.astype(obs_dtype),
+                action=action,
+                reward=result.reward.astype(jnp.float32),
+                terminated=result.terminated,
+                next_obs=result.info["final_observation"].astype(obs_dtype),
+            )
+            buffer = replay.add(es.replay, transition)
+            state = state.replace(env_steps=state.env_steps + config.num_envs)
+            learn = state.env_steps >= config.learning_starts
+
+            def one_update(state, u):
+                sample_key, grad_key = jax.random.split(jax.random.fold_in(update_key, u))
+                batch, _ = replay.sample(
+                    buffer, jax.random.fold_in(sample_key, device), local_batch
+                )
+                new_state, metrics = update(state, batch, grad_key)
+                state = jax.tree.map(lambda n, o: jnp.where(learn, n, o), new_state, state)
+                return state, metrics
+
+            state, metrics = jax.lax.scan(one_update, state, jnp.arange(config.updates_per_step))
+            metrics = jax.tree.map(lambda m: jnp.where(learn, jnp.mean(m), 0.0), metrics)
+            records = (metrics, learn.astype(jnp.float32), episode_metrics(result.info, None))
+            return (state, EnvState(vstate, buffer)), records
+
+        (state, env_state), (metrics, learned, episodes) = jax.lax.scan(
+            env_step, (state, env_state), jnp.arange(config.num_steps)
+        )
+        count = jnp.sum(learned)
+        # NaN in an iteration that did not learn (the driver averages with nanmean)
+        metrics = jax.tree.map(
+            lambda m: jnp.where(count > 0, jnp.sum(m) / jnp.maximum(count, 1.0), jnp.nan), metrics
+        )
+        episodes = jax.tree.map(jnp.sum, episodes)
+        if axis_name is not None:
+            episodes = jax.lax.psum(episodes, axis_name)
+        return state, env_state, {**metrics, **episodes}
+
+    def init_envs(key: jax.Array, env_ids: jax.Array) -> EnvState:
+        vstate = reset_envs(env, key, env_ids)
+        example = dict(
+            obs=jnp.zeros(spec.obs_shape, obs_dtype),
+            action=jnp.zeros(action_shape, jnp.float32),
+            reward=jnp.zeros((), jnp.float32),
+            terminated=jnp.zeros((), jnp.bool_),
+            next_obs=jnp.zeros(spec.obs_shape, obs_dtype),
+        )
+        buffer = replay.init(example, env_ids.shape[0], config.capacity_per_env)
+        return EnvState(envs=vstate, replay=buffer)
+
+    return Agent(
+        config=config,
+        spec=spec,
+        actor=actor,
+        critic=critic,
+        init=init,
+        init_envs=init_envs,
+        act=act,
+        update=update,
+        train_step=train_step,
+    )
+
+
+def greedy_action(agent: Agent) -> Callable[[State, jax.Array, jax.Array], jax.Array]:
+    """Deterministic actions (the squashed mean, in env units) for evaluation."""
+    return lambda state, obs, key: agent.act(state.params, obs, key, greedy=True)
+
+
+DEFAULT_EVAL_EPISODES = 0  # training returns already measure SAC's (stochastic) policy
+
+
+def placement_fns(agent: Agent):
+    """(init_fn, step_fn) for `jaxrl_sys.execution.place`."""
+
+    def init_fn(key, env_ids):
+        params_key, env_key = jax.random.split(key)
+        return agent.init(params_key), agent.init_envs(env_key, env_ids)
+
+    return init_fn, agent.train_step
