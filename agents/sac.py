@@ -37,7 +37,10 @@ from flax import struct
 from jax.flatten_util import ravel_pytree
 
 from jaxrl_sys import replay
-from jaxrl_sys.config import ConfigError
+from jaxrl_sys.config import (
+    ConfigError, check_at_least, check_choice, check_positive, check_unit_interval,
+)
+from jaxrl_sys.execution import agent_fns
 from jaxrl_sys.networks import ACTIVATIONS
 from jaxrl_sys.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
 from jaxrl_sys.types import Box, Env, EnvSpec, Metrics
@@ -87,30 +90,17 @@ class Config:
 
     def validate(self) -> None:
         """Reject values that cannot work, with one line naming the field."""
-        positive = ("total_steps", "num_envs", "num_steps", "buffer_size", "batch_size",
-                    "updates_per_step")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.learning_starts < 0:
-            raise ConfigError(f"learning_starts must be >= 0, got {self.learning_starts}")
+        check_at_least(self, 1, "total_steps", "num_envs", "num_steps", "buffer_size",
+                       "batch_size", "updates_per_step")
+        check_at_least(self, 0, "learning_starts")
         if self.buffer_size % self.num_envs:
             raise ConfigError(
                 f"buffer_size={self.buffer_size} must be divisible by num_envs={self.num_envs}"
             )
-        names = ("actor_learning_rate", "critic_learning_rate", "alpha_learning_rate",
-                 "initial_alpha", "reward_scale")
-        for name in names:
-            if not getattr(self, name) > 0:
-                raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
-        if not 0.0 <= self.gamma <= 1.0:
-            raise ConfigError(f"gamma must be in [0, 1], got {self.gamma}")
-        if not 0.0 < self.tau <= 1.0:
-            raise ConfigError(f"tau must be in (0, 1], got {self.tau}")
-        if self.activation not in ACTIVATIONS:
-            raise ConfigError(
-                f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}"
-            )
+        check_positive(self, "actor_learning_rate", "critic_learning_rate",
+                       "alpha_learning_rate", "initial_alpha", "reward_scale", "tau")
+        check_unit_interval(self, "gamma", "tau")
+        check_choice(self, "activation", ACTIVATIONS)
         if not self.hidden or min(self.hidden) < 1:
             raise ConfigError(f"hidden must be positive layer widths, got {self.hidden}")
 
@@ -512,9 +502,4 @@ DEFAULT_EVAL_EPISODES = 0  # training returns already measure SAC's (stochastic)
 
 def placement_fns(agent: Agent):
     """(init_fn, step_fn) for `jaxrl_sys.execution.place`."""
-
-    def init_fn(key, env_ids):
-        params_key, env_key = jax.random.split(key)
-        return agent.init(params_key), agent.init_envs(env_key, env_ids)
-
-    return init_fn, agent.train_step
+    return agent_fns(agent)
