@@ -19,7 +19,10 @@ import optax
 from flax import struct
 
 from jaxrl_sys import replay
-from jaxrl_sys.config import ConfigError
+from jaxrl_sys.config import (
+    ConfigError, check_at_least, check_choice, check_positive, check_unit_interval, iterations,
+)
+from jaxrl_sys.execution import agent_fns
 from jaxrl_sys.networks import ACTIVATIONS, MLP, Head
 from jaxrl_sys.returns import n_step_targets
 from jaxrl_sys.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
@@ -32,18 +35,19 @@ DEFAULT_ENV = "CartPole-v1"
 class Config:
     """DQN hyper-parameters; the defaults solve CartPole-v1."""
 
-    total_steps: int = 60_000
-    num_envs: int = 8
+    total_steps: int = 100_000
+    num_envs: int = 32
     rollout_steps: int = 1  # vectorised env steps per iteration
-    updates_per_iteration: int = 1  # gradient steps per iteration
+    updates_per_iteration: int = 2  # gradient steps per iteration
     buffer_size: int = 50_000  # transitions per seed, over all envs
-    batch_size: int = 128  # global, split over devices
+    batch_size: int = 256  # global, split over devices
     learning_starts: int = 1_000  # env steps per seed before learning
     learning_rate: float = 1e-3
     anneal_lr: bool = True
+    final_lr_fraction: float = 0.0  # learning rate at the end / learning_rate (0: freezes)
     max_grad_norm: float = 10.0
     gamma: float = 0.99
-    n_step: int = 3
+    n_step: int = 32  # long returns carry the slow cart-drift failure back quickly
     double_q: bool = True
     dueling: bool = False
     huber_delta: float = 1.0
@@ -65,33 +69,22 @@ class Config:
 
     @property
     def num_iterations(self) -> int:
-        return max(1, -(-self.total_steps // self.steps_per_iteration))
+        return iterations(self.total_steps, self.steps_per_iteration)
 
     def validate(self) -> None:
         """Reject values that cannot work, with one line naming the field."""
-        for name in ("total_steps", "num_envs", "rollout_steps", "updates_per_iteration",
-                     "batch_size", "n_step", "target_update_period"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        check_at_least(self, 1, "total_steps", "num_envs", "rollout_steps",
+                       "updates_per_iteration", "batch_size", "n_step", "target_update_period")
         if self.buffer_size < self.num_envs * self.n_step:
             raise ConfigError(
                 f"buffer_size={self.buffer_size} must hold at least n_step steps of every env"
             )
-        if self.learning_starts < 0:
-            raise ConfigError(f"learning_starts must be >= 0, got {self.learning_starts}")
-        for name in ("learning_rate", "max_grad_norm", "huber_delta"):
-            if not getattr(self, name) > 0:
-                raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
-        for name in ("gamma", "tau", "epsilon_start", "epsilon_end", "exploration_fraction",
-                     "priority_alpha", "priority_beta_start"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)}")
-        if self.tau == 0.0:
-            raise ConfigError("tau must be > 0")
-        if self.activation not in ACTIVATIONS:
-            raise ConfigError(
-                f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}"
-            )
+        check_at_least(self, 0, "learning_starts")
+        check_positive(self, "learning_rate", "max_grad_norm", "huber_delta", "tau")
+        check_unit_interval(self, "gamma", "tau", "final_lr_fraction", "epsilon_start",
+                            "epsilon_end", "exploration_fraction", "priority_alpha",
+                            "priority_beta_start")
+        check_choice(self, "activation", ACTIVATIONS)
 
 
 _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -177,7 +170,9 @@ def build_network(spec: EnvSpec, config: Config) -> QNetwork:
 def build_optimizer(config: Config) -> optax.GradientTransformation:
     if config.anneal_lr:
         updates = config.num_iterations * config.updates_per_iteration
-        lr = optax.linear_schedule(config.learning_rate, 0.1 * config.learning_rate, updates)
+        lr = optax.linear_schedule(
+            config.learning_rate, config.final_lr_fraction * config.learning_rate, updates
+        )
     else:
         lr = config.learning_rate
     return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(lr))
@@ -219,14 +214,23 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         return jnp.where(explore, random_actions, greedy_actions)
 
     def loss_fn(params, target_params, batch: Batch):
-        flat_next = batch.next_obs.reshape(-1, *spec.obs_shape)
-        next_q_target = network.apply(target_params, flat_next)
+        # n_step_targets bootstraps each sequence only at its first stop (episode end or last
+        # valid step), so evaluate the networks on that one next state per row (not all n)
+        next_valid = jnp.concatenate([batch.valid[:, 1:], jnp.zeros_like(batch.valid[:, :1])], 1)
+        ends = batch.terminated | batch.truncated | ~next_valid
+        stop = jnp.argmax(ends, axis=1)
+        boot_obs = jnp.take_along_axis(
+            batch.next_obs, stop.reshape(-1, 1, *([1] * len(spec.obs_shape))), axis=1
+        )[:, 0]
+        next_q_target = network.apply(target_params, boot_obs)
         if config.double_q:
-            next_actions = jnp.argmax(network.apply(params, flat_next), axis=-1)
+            next_actions = jnp.argmax(network.apply(params, boot_obs), axis=-1)
         else:
             next_actions = jnp.argmax(next_q_target, axis=-1)
         next_values = jnp.take_along_axis(next_q_target, next_actions[:, None], axis=-1)[:, 0]
-        next_values = jax.lax.stop_gradient(next_values.reshape(batch.reward.shape))
+        next_values = jax.lax.stop_gradient(
+            jnp.broadcast_to(next_values[:, None], batch.reward.shape)
+        )
         targets = n_step_targets(
             batch.reward, next_values, batch.terminated, batch.truncated, batch.valid,
             config.gamma,
@@ -371,9 +375,4 @@ DEFAULT_EVAL_EPISODES = 32  # training returns are epsilon-greedy; report the gr
 
 def placement_fns(agent: Agent):
     """(init_fn, step_fn) for `jaxrl_sys.execution.place`."""
-
-    def init_fn(key, env_ids):
-        params_key, env_key = jax.random.split(key)
-        return agent.init(params_key), agent.init_envs(env_key, env_ids)
-
-    return init_fn, agent.train_step
+    return agent_fns(agent)

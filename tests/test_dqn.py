@@ -67,3 +67,20 @@ def test_dqn_solves_cartpole_greedy_over_four_seeds(prioritized):
     result = train(runner, np.arange(4), -(-config.num_iterations // iters))
     greedy = result.history[-1].eval_returns
     assert greedy.mean() >= 475, greedy
+
+
+def test_prioritized_dueling_variant_trains_and_updates_priorities():
+    config = dataclasses.replace(
+        dqn.default_config("CartPole-v1"), prioritized=True, dueling=True, total_steps=4096,
+        num_envs=8, learning_starts=256, n_step=3, buffer_size=2048,
+    )
+    agent = dqn.make(envs.make("CartPole-v1"), config)
+    runner = place(*dqn.placement_fns(agent), num_envs=8, num_devices=2, iters_per_chunk=64)
+    carry = runner.init(np.arange(1))
+    carry, metrics = runner.run_chunk(carry)
+    losses = np.asarray(metrics["loss"])[0]
+    assert np.isfinite(losses[-10:]).all()
+    tree = np.asarray(carry.env_state.replay.tree)[0]  # [envs, 2 * capacity]
+    leaves = tree[:, tree.shape[1] // 2:]
+    filled = leaves[leaves > 0]
+    assert filled.size == 64 * 8 and np.unique(filled).size > 10  # priorities moved off max
