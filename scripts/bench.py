@@ -57,18 +57,24 @@ def raw_env_steps_per_second(env_name: str, num_envs: int, steps: int, repeats: 
     return num_envs * steps / seconds
 
 
-def ppo_steps_per_second(env_name: str, num_envs: int, iters: int, repeats: int) -> float:
-    """PPO training throughput (env steps per second, acting and learning) on one device."""
+def agent_steps_per_second(
+    agent_name: str, env_name: str, num_envs: int | None, iters: int, repeats: int
+) -> float:
+    """Training throughput (env steps per second, acting and learning) on one device, one seed,
+    with the agent's default config for `env_name` (and `num_envs` if given)."""
     import jax
     import numpy as np
 
+    import agents
     import envs
-    from agents import ppo
-    from jaxrl_sys.execution import place
+    from jaxrl_sys.execution import agent_fns, place
 
-    config = dataclasses.replace(ppo.default_config(env_name), num_envs=num_envs)
-    agent = ppo.make(envs.make(env_name), config)
-    runner = place(*ppo.placement_fns(agent), num_envs=num_envs, iters_per_chunk=iters)
+    module = agents.load(agent_name)
+    config = module.default_config(env_name)
+    if num_envs is not None:
+        config = dataclasses.replace(config, num_envs=num_envs)
+    agent = module.make(envs.make(env_name), config)
+    runner = place(*agent_fns(agent), num_envs=config.num_envs, iters_per_chunk=iters)
     carry = [runner.init(np.arange(1))]
     run_chunk = runner.run_chunk.lower(carry[0]).compile()
 
@@ -90,9 +96,24 @@ def ppo_table(env_name: str, sizes: list[int], repeats: int) -> list[str]:
     ]
     for n in sizes:
         iters = max(2, 65_536 // (n * num_steps))  # ~64k env steps per timed call
-        ppo_rate = ppo_steps_per_second(env_name, n, iters, repeats)
+        ppo_rate = agent_steps_per_second("ppo", env_name, n, iters, repeats)
         raw_rate = raw_env_steps_per_second(env_name, n, iters * num_steps, repeats)
         rows.append(f"| {n} | {ppo_rate:,.0f} | {raw_rate:,.0f} | {ppo_rate / raw_rate:.3f} |")
+        print(rows[-1], file=sys.stderr, flush=True)
+    return rows
+
+
+def agents_table(repeats: int) -> list[str]:
+    """Default-config training throughput of each off-policy agent on its default env."""
+    rows = ["| agent | env | envs | env-steps/s (acting + learning) |", "|---|---|---:|---:|"]
+    for name in ("dqn", "sac"):
+        import agents
+
+        module = agents.load(name)
+        config = module.default_config(module.DEFAULT_ENV)
+        iters = max(2, 8_192 // config.steps_per_iteration)
+        rate = agent_steps_per_second(name, module.DEFAULT_ENV, None, iters, repeats)
+        rows.append(f"| {name} | {module.DEFAULT_ENV} | {config.num_envs} | {rate:,.0f} |")
         print(rows[-1], file=sys.stderr, flush=True)
     return rows
 
@@ -102,7 +123,8 @@ def main() -> int:
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("--sizes", default="4,64,1024", help="comma-separated env counts")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--sections", default="ppo,replay", help="comma-separated: ppo, replay")
+    parser.add_argument("--sections", default="ppo,agents,replay",
+                        help="comma-separated: ppo, agents, replay")
     args = parser.parse_args()
     try:
         sizes = [int(s) for s in args.sizes.split(",")]
@@ -123,6 +145,9 @@ def main() -> int:
     if "ppo" in sections:
         print(f"## PPO on {args.env}, one device, one seed\n")
         print("\n".join(ppo_table(args.env, sizes, args.repeats)) + "\n")
+    if "agents" in sections:
+        print("## DQN and SAC, default configs, one device, one seed\n")
+        print("\n".join(agents_table(args.repeats)) + "\n")
     if "replay" in sections:
         from bench_replay import replay_table
 

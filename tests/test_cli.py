@@ -32,6 +32,10 @@ def run_train(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
         (["--seeds", "0"], "--seeds must be >= 1"),
         (["--devices", "two"], "invalid int value"),
         (["--no-such-flag"], "unrecognized arguments"),
+        (["--agent", "sac", "--env", "CartPole-v1"], "needs a continuous (Box) action space"),
+        (["--agent", "dqn", "--env", "Pendulum-v1"], "dqn needs discrete actions"),
+        (["--agent", "dqn", "--devices", "3"], "num_envs=32 does not divide over 3 devices"),
+        (["--agent", "dqn", "--set", "gamma=1.5"], "gamma must be in [0, 1]"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(args, expected):
@@ -60,3 +64,17 @@ def test_short_run_writes_jsonl_tensorboard_and_a_summary(tmp_path):
     config = json.loads((run_dir / "config.json").read_text())
     assert config["agent"] == "ppo" and config["seeds"] == [0, 1] and config["devices"] == 2
     assert result.stdout.startswith("done: 4,096 steps/seed x 2 seed(s)")
+
+
+@pytest.mark.parametrize("agent, extra", [("dqn", []), ("sac", ["--set", "num_envs=8"])])
+def test_off_policy_agents_run_on_two_devices_and_two_seeds(tmp_path, agent, extra):
+    result = run_train(
+        "--agent", agent, "--devices", "2", "--seeds", "2", "--total-steps", "4000",
+        "--chunks", "2", "--run-root", str(tmp_path), *extra,
+    )
+    assert result.returncode == 0, result.stderr
+    (run_dir,) = tmp_path.iterdir()
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert len(records) == 2 and records[-1]["env_steps"] == 2 * records[-1]["env_steps_per_seed"]
+    loss_key = "loss" if agent == "dqn" else "critic_loss"
+    assert records[-1][loss_key] is not None  # it learned in the second chunk
