@@ -20,7 +20,8 @@ from flax import struct
 
 from jaxrl_sys import replay
 from jaxrl_sys.config import (
-    ConfigError, check_at_least, check_choice, check_positive, check_unit_interval, iterations,
+    ConfigError, check_at_least, check_choice, check_layer_widths, check_positive,
+    check_unit_interval, iterations,
 )
 from jaxrl_sys.execution import agent_fns
 from jaxrl_sys.networks import ACTIVATIONS, MLP, Head
@@ -85,6 +86,7 @@ class Config:
                             "epsilon_end", "exploration_fraction", "priority_alpha",
                             "priority_beta_start")
         check_choice(self, "activation", ACTIVATIONS)
+        check_layer_widths(self, "hidden")
 
 
 _ENV_DEFAULTS: dict[str, dict[str, Any]] = {

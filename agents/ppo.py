@@ -26,7 +26,8 @@ from flax import struct
 
 from jaxrl_sys import distributions as dist
 from jaxrl_sys.config import (
-    ConfigError, check_at_least, check_choice, check_positive, check_unit_interval, iterations,
+    ConfigError, check_at_least, check_choice, check_layer_widths, check_positive,
+    check_unit_interval, iterations,
 )
 from jaxrl_sys.networks import ACTIVATIONS, ActorCritic
 from jaxrl_sys.execution import agent_fns
@@ -81,8 +82,7 @@ class Config:
         check_positive(self, "learning_rate", "max_grad_norm", "clip_eps", "reward_scale")
         check_unit_interval(self, "gamma", "gae_lambda")
         check_choice(self, "activation", ACTIVATIONS)
-        if not self.hidden or min(self.hidden) < 1:
-            raise ConfigError(f"hidden must be positive layer widths, got {self.hidden}")
+        check_layer_widths(self, "hidden")
 
 
 # Per-env defaults: tuned so that the default command solves the env.

@@ -38,7 +38,8 @@ from jax.flatten_util import ravel_pytree
 
 from jaxrl_sys import replay
 from jaxrl_sys.config import (
-    ConfigError, check_at_least, check_choice, check_positive, check_unit_interval,
+    ConfigError, check_at_least, check_choice, check_layer_widths, check_positive,
+    check_unit_interval,
 )
 from jaxrl_sys.execution import agent_fns
 from jaxrl_sys.networks import ACTIVATIONS
@@ -101,8 +102,7 @@ class Config:
                        "alpha_learning_rate", "initial_alpha", "reward_scale", "tau")
         check_unit_interval(self, "gamma", "tau")
         check_choice(self, "activation", ACTIVATIONS)
-        if not self.hidden or min(self.hidden) < 1:
-            raise ConfigError(f"hidden must be positive layer widths, got {self.hidden}")
+        check_layer_widths(self, "hidden")
 
 
 # Per-env defaults: tuned so that the default command solves the env.

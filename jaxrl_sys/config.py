@@ -304,6 +304,13 @@ def check_choice(config: Any, name: str, choices: Any) -> None:
         raise ConfigError(f"{name} must be one of {sorted(choices)}, got {getattr(config, name)!r}")
 
 
+def check_layer_widths(config: Any, name: str) -> None:
+    """ConfigError unless field `name` is a non-empty tuple of positive layer widths."""
+    widths = getattr(config, name)
+    if not widths or min(widths) < 1:
+        raise ConfigError(f"{name} must be positive layer widths, got {widths}")
+
+
 def iterations(total_steps: int, steps_per_iteration: int) -> int:
     """Training iterations needed to take at least `total_steps` env steps (at least one)."""
     return max(1, -(-total_steps // steps_per_iteration))
