@@ -6,7 +6,9 @@ import difflib
 import importlib
 from types import ModuleType
 
-AGENTS: dict[str, str] = {"ppo": "agents.ppo", "dqn": "agents.dqn", "sac": "agents.sac"}
+AGENTS: dict[str, str] = {
+    "ppo": "agents.ppo", "dqn": "agents.dqn", "sac": "agents.sac", "muzero": "agents.muzero",
+}
 
 
 class UnknownAgentError(ValueError):

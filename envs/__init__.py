@@ -1,10 +1,19 @@
-"""Environments: the registry (`make`, `names`, `register`), the gymnax adapter and wrappers.
+"""Environments: the registry (`make`, `make_eval`, `names`, `register`), adapters and wrappers.
 
 Importing this package does not import gymnax; that happens on the first `make` of a gymnax id.
+Our own pure-JAX envs (e.g. tic-tac-toe in `envs.tictactoe`) are imported on their first `make`.
 """
 
 from envs.gymnax_env import GymnaxEnv
-from envs.registry import UnknownEnvError, make, names, register, reward_threshold
+from envs.registry import (
+    EnvParamError,
+    UnknownEnvError,
+    make,
+    make_eval,
+    names,
+    register,
+    reward_threshold,
+)
 from envs.wrappers import (
     EpisodeStatistics,
     EpisodeStatsState,
@@ -14,6 +23,7 @@ from envs.wrappers import (
 )
 
 __all__ = [
+    "EnvParamError",
     "EpisodeStatistics",
     "EpisodeStatsState",
     "GymnaxEnv",
@@ -22,6 +32,7 @@ __all__ = [
     "RunningStats",
     "UnknownEnvError",
     "make",
+    "make_eval",
     "names",
     "register",
     "reward_threshold",

@@ -6,7 +6,7 @@ import dataclasses
 import difflib
 import importlib
 import inspect
-from typing import Any, Callable, Union
+from typing import Any, Callable, Optional, Union
 
 from envs.gymnax_env import GymnaxEnv
 from envs.wrappers import EpisodeStatistics, NormalizeObservation
@@ -54,6 +54,8 @@ REWARD_THRESHOLDS: dict[str, float] = {
     "MountainCar-v0": -110.0,
     "MountainCarContinuous-v0": 90.0,
     "Pendulum-v1": -200.0,
+    # Greedy mean return 0 against the perfect opponent: never losing is the best possible.
+    "TicTacToe-v0": 0.0,
 }
 
 
@@ -64,6 +66,8 @@ def reward_threshold(name: str) -> float | None:
 
 # Our own envs: name -> factory, or a "module:attr" string imported on first use.
 _OWN: dict[str, Union[EnvFactory, str]] = {}
+# Params that turn an env into its evaluation variant (see `make_eval`); absent means none.
+_EVAL_PARAMS: dict[str, dict[str, Any]] = {}
 
 
 class EnvParamError(ValueError):
@@ -74,8 +78,16 @@ class UnknownEnvError(ValueError):
     """Raised for an env name that the registry cannot resolve; the message is one line."""
 
 
-def register(name: str, factory: Union[EnvFactory, str]) -> None:
-    """Register our own env: `factory(**params) -> Env`, or a lazy "module:attr" path to one."""
+def register(
+    name: str,
+    factory: Union[EnvFactory, str],
+    eval_params: Optional[dict[str, Any]] = None,
+) -> None:
+    """Register our own env: `factory(**params) -> Env`, or a lazy "module:attr" path to one.
+
+    `eval_params` override the params for the env's evaluation variant (see `make_eval`), e.g.
+    a fixed strong opponent for a self-play board game.
+    """
     if not isinstance(name, str) or not name:
         raise ValueError("env name must be a non-empty string")
     if name.startswith(GYMNASIUM_PREFIX):
@@ -85,6 +97,10 @@ def register(name: str, factory: Union[EnvFactory, str]) -> None:
     if not (callable(factory) or (isinstance(factory, str) and ":" in factory)):
         raise TypeError("factory must be callable or a 'module:attr' string")
     _OWN[name] = factory
+    if eval_params:
+        _EVAL_PARAMS[name] = dict(eval_params)
+    else:
+        _EVAL_PARAMS.pop(name, None)
 
 
 def names() -> list[str]:
@@ -116,6 +132,14 @@ def make(
     if episode_stats:
         env = EpisodeStatistics(env)
     return env
+
+
+def make_eval(name: str, **params: Any) -> Env:
+    """Build the evaluation variant of env `name`: `make` with its registered eval params on top.
+
+    For a self-play board game this fixes a strong opponent; for every other env it is `make`.
+    """
+    return make(name, **{**params, **_EVAL_PARAMS.get(name, {})})
 
 
 def _make_gymnax(name: str, params: dict[str, Any]) -> Env:
@@ -167,3 +191,7 @@ def _unknown_message(name: str) -> str:
     if close:
         return f"unknown env {name!r}; closest: {', '.join(by_lower[c] for c in close)}"
     return f"unknown env {name!r}; known envs include: {', '.join(known[:6])}, ..."
+
+
+# Our own envs, each imported on its first `make`.
+register("TicTacToe-v0", "envs.tictactoe:TicTacToe", eval_params={"opponent": "perfect"})

@@ -6,6 +6,8 @@ own fields, so it stays a pytree that `jit`, `vmap` and `scan` carry like any ot
 
 from __future__ import annotations
 
+from typing import Callable
+
 import jax
 import jax.numpy as jnp
 from flax import struct
@@ -27,6 +29,19 @@ class Wrapper:
     def unwrapped(self) -> Env:
         """The innermost env, below every wrapper."""
         return getattr(self.env, "unwrapped", self.env)
+
+    @property
+    def legal_actions(self) -> Callable[[PyTree], jax.Array]:
+        """The inner env's `legal_actions(state)` on this wrapper's state; AttributeError if none.
+
+        A property, so that `hasattr(wrapper, "legal_actions")` tells whether the inner env has it.
+        """
+        inner = self.env.legal_actions  # raises AttributeError when the inner env has none
+
+        def legal_actions(state: PyTree) -> jax.Array:
+            return inner(state.env_state)
+
+        return legal_actions
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.env!r})"

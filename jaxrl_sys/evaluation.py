@@ -7,7 +7,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-from jaxrl_sys.rollout import reset_envs, step_envs
+from jaxrl_sys.rollout import legal_actions, reset_envs, step_envs
 from jaxrl_sys.types import Env
 
 Policy = Callable[[Any, jax.Array, jax.Array], jax.Array]
@@ -18,7 +18,8 @@ def evaluate(
 ) -> tuple[jax.Array, jax.Array]:
     """Returns and lengths of the first episode of one env per id in `episode_ids` [N].
 
-    `policy(params, obs, key) -> actions` acts on a batch; `env` must report episode
+    `policy(params, obs, key) -> actions` acts on a batch (for an env with legal-action masks,
+    `policy(params, obs, key, legal=mask)`); `env` must report episode
     statistics (envs.make does by default). Runs `max_episode_steps` steps, so every env's
     first episode ends (by termination or by the time limit). Episodes are keyed by id, so
     splitting the ids over devices gives the same episodes. Jittable and vmappable.
@@ -31,7 +32,11 @@ def evaluate(
     def body(carry, t):
         vstate, returns, lengths, finished = carry
         act_key, step_key = jax.random.split(jax.random.fold_in(run_key, t))
-        actions = policy(params, vstate.obs, act_key)
+        if hasattr(env, "legal_actions"):
+            legal = legal_actions(env, vstate.env_state)
+            actions = policy(params, vstate.obs, act_key, legal=legal)
+        else:
+            actions = policy(params, vstate.obs, act_key)
         vstate, result = step_envs(env, vstate, actions, step_key)
         info = result.info
         first = info["episode_done"] & ~finished

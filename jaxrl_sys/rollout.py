@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl_sys.types import Env, Metrics, PyTree
+from jaxrl_sys.types import Discrete, Env, Metrics, PyTree
 
 
 @struct.dataclass
@@ -73,3 +73,18 @@ def episode_metrics(info: dict, axis_name: Optional[str]) -> Metrics:
     if axis_name is not None:
         sums = jax.lax.psum(sums, axis_name)
     return sums
+
+
+def legal_actions(env: Env, env_state: PyTree) -> jax.Array:
+    """Legal-action masks bool [B, n] of a batch of env states (all True if the env has none).
+
+    Uses `env.legal_actions` (vmapped) where the env defines it; otherwise every one of the
+    `spec.action_space.n` actions is legal. Only for discrete action spaces.
+    """
+    space = env.spec.action_space
+    if not isinstance(space, Discrete):
+        raise TypeError(f"{env.spec.name}: legal actions need a discrete action space")
+    if hasattr(env, "legal_actions"):
+        return jax.vmap(env.legal_actions)(env_state)
+    batch = jax.tree.leaves(env_state)[0].shape[0]
+    return jnp.ones((batch, space.n), jnp.bool_)

@@ -36,13 +36,18 @@ ActionSpace = Union[Discrete, Box]
 
 @dataclasses.dataclass(frozen=True)
 class EnvSpec:
-    """What an agent needs to know about an environment to build itself."""
+    """What an agent needs to know about an environment to build itself.
+
+    `num_players` 2 means alternating two-player zero-sum self-play: observation and reward are
+    from the view of the player who moves, and the agent picks the moves of both sides.
+    """
 
     name: str
     obs_shape: tuple[int, ...]
     obs_dtype: str
     action_space: ActionSpace
     max_episode_steps: int
+    num_players: int = 1
 
     @property
     def discrete(self) -> bool:
@@ -55,6 +60,10 @@ class Env(Protocol):
     `step` returns `obs, state, reward, terminated, truncated, info`; when an episode ends the
     returned `obs`/`state` already belong to the next episode and `info["final_observation"]`
     holds the last observation of the finished one (needed to bootstrap through truncation).
+
+    An env with a discrete action space MAY also define `legal_actions(state) -> bool[n]`, the
+    legal-action mask of the state's player to move (board games); without it every action is
+    legal (see `jaxrl_sys.rollout.legal_actions`).
     """
 
     spec: EnvSpec

@@ -1,7 +1,8 @@
 """Throughput benchmarks, printed as Markdown tables: `python scripts/bench.py`.
 
 PPO env-steps/s (acting and learning) beside raw env stepping (random actions, no agent)
-at the same env counts, measured in one run; each figure is the median of `--repeats` timed
+at the same env counts, measured in one run; DQN/SAC/MuZero training rates; MuZero search
+simulations/s; replay add/sample rates; each figure is the median of `--repeats` timed
 compiled calls after a warm-up call, so compilation is excluded.
 """
 
@@ -118,13 +119,58 @@ def agents_table(repeats: int) -> list[str]:
     return rows
 
 
+def search_simulations_per_second(
+    env_name: str, search: str, batch: int, simulations: int, repeats: int
+) -> float:
+    """Simulations per second of one batched MuZero search (`batch` roots, `simulations` each)
+    with freshly initialised default networks for `env_name`."""
+    import jax
+
+    import envs
+    from agents import muzero
+
+    env = envs.make(env_name)
+    config = dataclasses.replace(
+        muzero.default_config(env_name), search=search, num_simulations=simulations
+    )
+    agent = muzero.make(env, config, axis_name=None)
+    params = agent.init(jax.random.PRNGKey(0)).params
+    obs = jax.random.uniform(jax.random.PRNGKey(1), (batch, *env.spec.obs_shape))
+    legal = jax.numpy.ones((batch, env.spec.action_space.n), bool)
+    run = jax.jit(lambda p, o, l, k: agent.search(p, o, l, k).action)
+    key = jax.random.PRNGKey(2)
+    seconds = median_seconds(lambda: jax.block_until_ready(run(params, obs, legal, key)), repeats)
+    return batch * simulations / seconds
+
+
+def muzero_table(repeats: int) -> list[str]:
+    """Search throughput at batch 256 x 32 simulations, and default-config self-play rates."""
+    from agents import muzero
+
+    rows = ["| what | env | setting | rate |", "|---|---|---|---:|"]
+    for env_name in ("CartPole-v1", "TicTacToe-v0"):
+        for search in ("gumbel", "muzero"):
+            rate = search_simulations_per_second(env_name, search, 256, 32, repeats)
+            rows.append(f"| search ({search}) | {env_name} | 256 roots x 32 simulations | "
+                        f"{rate:,.0f} simulations/s |")
+            print(rows[-1], file=sys.stderr, flush=True)
+    for env_name in ("CartPole-v1", "TicTacToe-v0"):
+        config = muzero.default_config(env_name)
+        iters = max(2, 8_192 // config.steps_per_iteration)
+        rate = agent_steps_per_second("muzero", env_name, None, iters, repeats)
+        rows.append(f"| self-play + learning | {env_name} | default config, {config.num_envs} "
+                    f"envs, {config.num_simulations} simulations | {rate:,.0f} env-steps/s |")
+        print(rows[-1], file=sys.stderr, flush=True)
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("--sizes", default="4,64,1024", help="comma-separated env counts")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--sections", default="ppo,agents,replay",
-                        help="comma-separated: ppo, agents, replay")
+    parser.add_argument("--sections", default="ppo,agents,muzero,replay",
+                        help="comma-separated: ppo, agents, muzero, replay")
     args = parser.parse_args()
     try:
         sizes = [int(s) for s in args.sizes.split(",")]
@@ -148,6 +194,9 @@ def main() -> int:
     if "agents" in sections:
         print("## DQN and SAC, default configs, one device, one seed\n")
         print("\n".join(agents_table(args.repeats)) + "\n")
+    if "muzero" in sections:
+        print("## MuZero, one device, one seed\n")
+        print("\n".join(muzero_table(args.repeats)) + "\n")
     if "replay" in sections:
         from bench_replay import replay_table
 

@@ -33,7 +33,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(description=__doc__.splitlines()[0])
-    p.add_argument("--agent", default="ppo", help="algorithm: ppo")
+    p.add_argument("--agent", default="ppo", help="algorithm: ppo, dqn, sac or muzero")
     p.add_argument("--env", default=None, help="environment name (default: the agent's default)")
     p.add_argument("--devices", type=int, default=1, help="devices for data-parallel learning")
     p.add_argument("--seeds", type=int, default=1, help="independent seeds, vmapped")
@@ -101,7 +101,9 @@ def run(args: argparse.Namespace) -> int:
     if eval_episodes:
         from jaxrl_sys.evaluation import make_eval_fn
 
-        eval_fn = make_eval_fn(envs.make(env_name, **env_kwargs), agent_module.greedy_action(agent))
+        # the env's evaluation variant: the same game, e.g. against a perfect opponent
+        eval_env = envs.make_eval(env_name, **env_kwargs)
+        eval_fn = make_eval_fn(eval_env, agent_module.greedy_action(agent))
     iters_per_chunk = math.ceil(config.num_iterations / args.chunks)
     num_chunks = math.ceil(config.num_iterations / iters_per_chunk)
     runner = place(

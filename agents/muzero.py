@@ -1,0 +1,673 @@
+"""MuZero with batched MCTS (mctx), for single-player envs and two-player zero-sum self-play.
+
+Same shape as the other agents: `make(env, config)` returns an `Agent` of pure functions.
+Every step, one search per env (batched over all envs of the device) picks the action and
+gives the policy target; transitions go to a prioritised env-major replay; the learner
+unrolls the model K steps from sampled starts against n-step value targets bootstrapped
+from a target network, reward targets and the stored (or reanalysed) search policies.
+
+Two-player games (`spec.num_players == 2`) are played by one network for both sides: the
+env gives observations and rewards from the view of the player who moves, so the value of
+the next state is the opponent's and the search and the n-step targets use discount -gamma.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, NamedTuple, Optional
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import mctx
+import numpy as np
+import optax
+from flax import struct
+
+from jaxrl_sys import replay
+from jaxrl_sys.config import (
+    ConfigError, check_at_least, check_choice, check_layer_widths, check_positive,
+    check_unit_interval, iterations,
+)
+from jaxrl_sys.execution import agent_fns
+from jaxrl_sys.networks import ACTIVATIONS, MLP, Head
+from jaxrl_sys.returns import n_step_targets
+from jaxrl_sys.rollout import (
+    VecEnvState, episode_metrics, legal_actions, per_env_keys, reset_envs, step_envs,
+)
+from jaxrl_sys.types import Discrete, Env, EnvSpec, Metrics
+from jaxrl_sys.value_transform import Support, h, logits_to_scalar, scalar_to_probs
+
+DEFAULT_ENV = "CartPole-v1"
+SEARCHES = ("gumbel", "muzero")
+TORSOS = ("auto", "mlp", "conv")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """MuZero hyper-parameters; the defaults solve CartPole-v1."""
+
+    total_steps: int = 100_000
+    num_envs: int = 32
+    updates_per_iteration: int = 1  # gradient steps per vectorised env step
+    batch_size: int = 256  # global, split over devices
+    buffer_size: int = 100_000  # transitions per seed, over all envs
+    learning_starts: int = 1_000  # env steps per seed before learning
+    learning_rate: float = 3e-3
+    anneal_lr: bool = True
+    final_lr_fraction: float = 0.1
+    weight_decay: float = 1e-4
+    max_grad_norm: float = 5.0
+    discount: float = 0.99
+    n_step: int = 10  # steps of real reward before the bootstrap
+    unroll_steps: int = 5  # K
+    dynamics_grad_scale: float = 0.5
+    value_loss_weight: float = 0.25
+    value_max: float = 150.0  # |raw value| covered by the value support
+    reward_max: float = 5.0  # |raw reward| covered by the reward support
+    support_bins: int = 31  # bins of each categorical support (in h-space)
+    search: str = "gumbel"  # or "muzero"
+    num_simulations: int = 16
+    max_considered_actions: int = 16  # gumbel only
+    dirichlet_alpha: float = 0.25  # muzero search only
+    dirichlet_fraction: float = 0.25  # muzero search only
+    # acting temperature (gumbel noise scale for gumbel search, visit-count temperature for
+    # muzero search): temperatures[i] from progress temperature_milestones[i-1] on
+    temperatures: tuple[float, ...] = (1.0, 0.5, 0.25)
+    temperature_milestones: tuple[float, ...] = (0.5, 0.75)
+    target_update_period: int = 100  # gradient steps between target-network copies
+    priority_alpha: float = 1.0
+    priority_beta_start: float = 0.4  # annealed to 1 over training
+    # fraction of sampled rows (every round(1/f)-th) whose policy targets are searched afresh
+    reanalyse_fraction: float = 0.0
+    latent_dim: int = 64
+    hidden: tuple[int, ...] = (64,)  # layers of each of the three MLPs
+    activation: str = "relu"
+    torso: str = "auto"  # "conv" for image observations, "mlp" otherwise
+    conv_channels: int = 32
+    res_blocks: int = 2
+
+    @property
+    def steps_per_iteration(self) -> int:
+        return self.num_envs
+
+    @property
+    def num_iterations(self) -> int:
+        return iterations(self.total_steps, self.steps_per_iteration)
+
+    @property
+    def sequence_length(self) -> int:
+        """Stored steps read per sample: K unroll steps plus n steps of the last target."""
+        return self.unroll_steps + self.n_step
+
+    def validate(self) -> None:
+        """Reject values that cannot work, with one line naming the field."""
+        check_at_least(self, 1, "total_steps", "num_envs", "updates_per_iteration",
+                       "batch_size", "n_step", "unroll_steps", "num_simulations",
+                       "max_considered_actions", "target_update_period", "latent_dim",
+                       "conv_channels")
+        check_at_least(self, 0, "learning_starts", "res_blocks")
+        check_at_least(self, 3, "support_bins")
+        if self.buffer_size < self.num_envs * self.sequence_length:
+            raise ConfigError(f"buffer_size={self.buffer_size} must hold at least "
+                              f"unroll_steps + n_step steps of every env")
+        check_positive(self, "learning_rate", "max_grad_norm", "value_max", "reward_max",
+                       "dirichlet_alpha", "value_loss_weight")
+        check_unit_interval(self, "discount", "final_lr_fraction", "dynamics_grad_scale",
+                            "dirichlet_fraction", "priority_alpha", "priority_beta_start",
+                            "reanalyse_fraction")
+        if self.weight_decay < 0:
+            raise ConfigError(f"weight_decay must be >= 0, got {self.weight_decay}")
+        check_choice(self, "search", SEARCHES)
+        check_choice(self, "torso", TORSOS)
+        check_choice(self, "activation", ACTIVATIONS)
+        check_layer_widths(self, "hidden")
+        if len(self.temperatures) != len(self.temperature_milestones) + 1:
+            raise ConfigError("temperatures needs one more entry than temperature_milestones")
+        if any(t < 0 for t in self.temperatures):
+            raise ConfigError(f"temperatures must be >= 0, got {self.temperatures}")
+
+
+_ENV_DEFAULTS: dict[str, dict[str, Any]] = {
+    "CartPole-v1": {},
+    "TicTacToe-v0": dict(
+        total_steps=60_000, num_envs=64, discount=1.0, n_step=9, value_max=1.0,
+        reward_max=1.0, support_bins=21, num_simulations=32, learning_starts=2_000,
+        temperatures=(1.0,), temperature_milestones=(),
+    ),
+}
+
+
+def default_config(env_name: str) -> Config:
+    """The MuZero config for `env_name`: shared defaults with that env's overrides applied."""
+    return dataclasses.replace(Config(), **_ENV_DEFAULTS.get(env_name, {}))
+
+
+# ----------------------------------------------------------------------------- networks
+
+
+def scale_gradient(x: jax.Array, scale: float) -> jax.Array:
+    """Identity forward; multiplies the gradient flowing back through `x` by `scale`."""
+    return x * scale + jax.lax.stop_gradient(x) * (1.0 - scale)
+
+
+def normalize_latent(latent: jax.Array) -> jax.Array:
+    """Min-max scale each latent vector to [0, 1] (the paper's hidden-state scaling)."""
+    low = latent.min(axis=-1, keepdims=True)
+    high = latent.max(axis=-1, keepdims=True)
+    return (latent - low) / (high - low + 1e-5)
+
+
+class ResidualBlock(nn.Module):
+    """conv-relu-conv plus the input, then relu."""
+
+    channels: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        y = nn.relu(nn.Conv(self.channels, (3, 3))(x))
+        return nn.relu(x + nn.Conv(self.channels, (3, 3))(y))
+
+
+class ConvTorso(nn.Module):
+    """A small residual conv net for image observations [B, H, W, C], flattened."""
+
+    channels: int
+    blocks: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x = nn.relu(nn.Conv(self.channels, (3, 3))(x))
+        for _ in range(self.blocks):
+            x = ResidualBlock(self.channels)(x)
+        return x.reshape(x.shape[0], -1)
+
+
+class MuZeroNetwork(nn.Module):
+    """Representation h(o) -> s, dynamics g(s, a) -> (s', r), prediction f(s) -> (pi, v).
+
+    Rewards and values come out as logits over their categorical supports.
+    """
+
+    num_actions: int
+    latent_dim: int
+    hidden: tuple[int, ...]
+    activation: str
+    conv: bool
+    conv_channels: int
+    res_blocks: int
+    value_bins: int
+    reward_bins: int
+
+    def setup(self) -> None:
+        if self.conv:
+            self.torso = ConvTorso(self.conv_channels, self.res_blocks)
+        else:
+            self.torso = MLP(self.hidden, self.activation)
+        self.to_latent = Head(self.latent_dim, np.sqrt(2.0))
+        self.dynamics_mlp = MLP(self.hidden, self.activation)
+        self.next_latent = Head(self.latent_dim, np.sqrt(2.0))
+        self.reward_head = Head(self.reward_bins, 0.01)
+        self.prediction_mlp = MLP(self.hidden, self.activation)
+        self.policy_head = Head(self.num_actions, 0.01)
+        self.value_head = Head(self.value_bins, 0.01)
+
+    def represent(self, obs: jax.Array) -> jax.Array:
+        return normalize_latent(self.to_latent(self.torso(obs)))
+
+    def dynamics(self, latent: jax.Array, action: jax.Array) -> tuple[jax.Array, jax.Array]:
+        x = jnp.concatenate([latent, jax.nn.one_hot(action, self.num_actions)], axis=-1)
+        x = self.dynamics_mlp(x)
+        return normalize_latent(self.next_latent(x)), self.reward_head(x)
+
+    def predict(self, latent: jax.Array) -> tuple[jax.Array, jax.Array]:
+        x = self.prediction_mlp(latent)
+        return self.policy_head(x), self.value_head(x)
+
+    def __call__(self, obs: jax.Array, action: jax.Array):
+        """Touches every sub-network (for `init`)."""
+        latent = self.represent(obs)
+        next_latent, reward = self.dynamics(latent, action)
+        return self.predict(next_latent), reward
+
+
+# ------------------------------------------------------------------------------- state
+
+
+@struct.dataclass
+class State:
+    """Learner state: online and target parameters, optimiser state, counters."""
+
+    params: Any
+    target_params: Any
+    opt_state: Any
+    iteration: jax.Array
+    updates: jax.Array
+
+
+@struct.dataclass
+class EnvState:
+    """Per-env state: the envs and their prioritised replay rows (leading env axis)."""
+
+    envs: VecEnvState
+    replay: replay.PrioritizedState
+
+
+class Batch(NamedTuple):
+    """Sampled sequences [B, L, ...] (L = K + n stored steps), validity and IS weights [B]."""
+
+    obs: jax.Array
+    action: jax.Array
+    reward: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+    next_obs: jax.Array
+    policy: jax.Array  # search policy at each step [B, L, A]
+    legal: jax.Array  # legal actions at each step [B, L, A]
+    valid: jax.Array
+    weights: jax.Array
+
+
+class SearchOutput(NamedTuple):
+    """What one batched search gives: the action, the policy target and the root value."""
+
+    action: jax.Array
+    policy: jax.Array
+    value: jax.Array
+
+
+class Agent(NamedTuple):
+    """MuZero's pure functions bound to one env and config."""
+
+    config: Config
+    spec: EnvSpec
+    network: MuZeroNetwork
+    init: Callable[[jax.Array], State]
+    init_envs: Callable[[jax.Array, jax.Array], EnvState]
+    search: Callable[..., SearchOutput]
+    act: Callable[..., jax.Array]
+    update: Callable[[State, Batch], tuple[State, Metrics, jax.Array]]
+    train_step: Callable[[State, EnvState, jax.Array], tuple[State, EnvState, Metrics]]
+
+
+def supports(config: Config) -> tuple[Support, Support]:
+    """(value, reward) supports in h-space covering +-value_max and +-reward_max."""
+    value_edge = float(h(jnp.float32(config.value_max)))
+    reward_edge = float(h(jnp.float32(config.reward_max)))
+    return (Support(-value_edge, value_edge, config.support_bins),
+            Support(-reward_edge, reward_edge, config.support_bins))
+
+
+def build_network(spec: EnvSpec, config: Config) -> MuZeroNetwork:
+    if not isinstance(spec.action_space, Discrete):
+        raise ConfigError(f"muzero needs discrete actions; {spec.name} has continuous actions")
+    conv = config.torso == "conv" or (config.torso == "auto" and len(spec.obs_shape) == 3)
+    if conv and len(spec.obs_shape) != 3:
+        raise ConfigError(f"torso=conv needs image observations [H, W, C]; {spec.name} "
+                          f"has shape {spec.obs_shape}")
+    return MuZeroNetwork(
+        num_actions=spec.action_space.n, latent_dim=config.latent_dim,
+        hidden=tuple(config.hidden), activation=config.activation, conv=conv,
+        conv_channels=config.conv_channels, res_blocks=config.res_blocks,
+        value_bins=config.support_bins, reward_bins=config.support_bins,
+    )
+
+
+def build_optimizer(config: Config) -> optax.GradientTransformation:
+    if config.anneal_lr:
+        updates = config.num_iterations * config.updates_per_iteration
+        lr = optax.linear_schedule(
+            config.learning_rate, config.final_lr_fraction * config.learning_rate, updates
+        )
+    else:
+        lr = config.learning_rate
+    return optax.chain(
+        optax.clip_by_global_norm(config.max_grad_norm),
+        optax.adamw(lr, weight_decay=config.weight_decay),
+    )
+
+
+def init(key: jax.Array, spec: EnvSpec, config: Config) -> State:
+    """Fresh online/target parameters and optimiser state."""
+    network = build_network(spec, config)
+    obs = jnp.zeros((1, *spec.obs_shape), jnp.float32)
+    params = network.init(key, obs, jnp.zeros((1,), jnp.int32))
+    zero = jnp.zeros((), jnp.int32)
+    return State(params, params, build_optimizer(config).init(params), zero, zero)
+
+
+def temperature_at(config: Config, progress: jax.Array) -> jax.Array:
+    """The acting temperature for training progress in [0, 1] (a step schedule)."""
+    stage = jnp.sum(progress >= jnp.asarray(config.temperature_milestones, jnp.float32))
+    return jnp.asarray(config.temperatures, jnp.float32)[stage]
+
+
+# ----------------------------------------------------------------------------- targets
+
+
+def unroll_masks(
+    terminated: jax.Array, truncated: jax.Array, valid: jax.Array, unroll_steps: int
+) -> tuple[jax.Array, jax.Array]:
+    """Which unroll steps 0..K of sequences [B, L] are real states and which are absorbing.
+
+    alive[:, k]: the state k steps after the start is in the start's episode (and stored).
+    absorbing[:, k]: it lies past that episode's termination, where the model must predict
+    value and reward 0. Steps past a truncation or the replay's write head are neither and
+    get no loss (the real episode went on, or nothing is known). Returns two bool [B, K+1].
+    """
+    done = terminated | truncated
+    alive = [valid[:, 0]]
+    absorbing = [jnp.zeros_like(valid[:, 0])]
+    for k in range(1, unroll_steps + 1):
+        alive.append(alive[k - 1] & ~done[:, k - 1] & valid[:, k])
+        absorbing.append(absorbing[k - 1] | (alive[k - 1] & terminated[:, k - 1]))
+    return jnp.stack(alive, 1), jnp.stack(absorbing, 1)
+
+
+def unroll_value_targets(
+    reward: jax.Array,
+    next_values: jax.Array,
+    terminated: jax.Array,
+    truncated: jax.Array,
+    valid: jax.Array,
+    unroll_steps: int,
+    n_step: int,
+    discount: float,
+) -> jax.Array:
+    """n-step value targets [B, K+1] for the states 0..K of sequences [B, K + n].
+
+    Target k sums `discount`-discounted rewards k..k+n-1, stopping at the first episode end
+    or unwritten step, and bootstraps from `next_values` (the value of the state reached)
+    there unless the episode terminated (see `returns.n_step_targets`). A two-player game
+    passes discount -gamma. Only meaningful where `unroll_masks` says alive.
+    """
+    window = lambda x, k: jax.lax.dynamic_slice_in_dim(x, k, n_step, axis=1)  # noqa: E731
+
+    def target_from(k):
+        return n_step_targets(
+            window(reward, k), window(next_values, k), window(terminated, k),
+            window(truncated, k), window(valid, k), discount,
+        )
+
+    return jax.vmap(target_from, out_axes=1)(jnp.arange(unroll_steps + 1))
+
+
+# ------------------------------------------------------------------------------- agent
+
+
+def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent:
+    """Bind MuZero to `env` and `config`; gradients average over `axis_name`."""
+    config.validate()
+    spec = env.spec
+    network = build_network(spec, config)
+    optimizer = build_optimizer(config)
+    value_support, reward_support = supports(config)
+    num_actions = spec.action_space.n
+    two_player = getattr(spec, "num_players", 1) == 2
+    # the value after a move belongs to the opponent in a two-player zero-sum game
+    step_discount = -config.discount if two_player else config.discount
+    capacity = config.buffer_size // config.num_envs  # per env
+    K = config.unroll_steps
+
+    def represent_predict(params, obs):
+        latent = network.apply(params, obs, method=MuZeroNetwork.represent)
+        policy_logits, value_logits = network.apply(params, latent, method=MuZeroNetwork.predict)
+        return latent, policy_logits, value_logits
+
+    def recurrent_fn(params, key, action, latent):
+        del key
+        next_latent, reward_logits = network.apply(
+            params, latent, action, method=MuZeroNetwork.dynamics
+        )
+        policy_logits, value_logits = network.apply(
+            params, next_latent, method=MuZeroNetwork.predict
+        )
+        output = mctx.RecurrentFnOutput(
+            reward=logits_to_scalar(reward_logits, reward_support),
+            discount=jnp.full(action.shape, step_discount, jnp.float32),
+            prior_logits=policy_logits,
+            value=logits_to_scalar(value_logits, value_support),
+        )
+        return output, next_latent
+
+    def search(params, obs, legal, key, temperature=1.0, greedy: bool = False) -> SearchOutput:
+        """One batched search from observations [B, ...] with legal-action masks [B, A].
+
+        Greedy: no root noise and the most-visited/best action (evaluation). Otherwise the
+        gumbel noise scale (gumbel) or visit-count temperature (muzero) is `temperature`.
+        """
+        latent, policy_logits, value_logits = represent_predict(params, obs)
+        root = mctx.RootFnOutput(
+            prior_logits=policy_logits,
+            value=logits_to_scalar(value_logits, value_support),
+            embedding=latent,
+        )
+        invalid = ~legal
+        if config.search == "gumbel":
+            out = mctx.gumbel_muzero_policy(
+                params, key, root, recurrent_fn, config.num_simulations,
+                invalid_actions=invalid,
+                max_num_considered_actions=min(config.max_considered_actions, num_actions),
+                gumbel_scale=0.0 if greedy else temperature,
+            )
+        else:
+            out = mctx.muzero_policy(
+                params, key, root, recurrent_fn, config.num_simulations,
+                invalid_actions=invalid,
+                dirichlet_fraction=0.0 if greedy else config.dirichlet_fraction,
+                dirichlet_alpha=config.dirichlet_alpha,
+                temperature=0.0 if greedy else temperature,
+            )
+        root_value = out.search_tree.node_values[:, mctx.Tree.ROOT_INDEX]
+        return SearchOutput(out.action.astype(jnp.int32), out.action_weights, root_value)
+
+    def act(params, obs, key, greedy: bool = False, legal=None, temperature=1.0):
+        """Actions for a batch of observations by search (all actions legal if no mask)."""
+        if legal is None:
+            legal = jnp.ones((obs.shape[0], num_actions), bool)
+        return search(params, obs, legal, key, temperature, greedy).action
+
+    def value_targets(target_params, batch: Batch) -> jax.Array:
+        """n-step targets [B, K+1] for unroll steps 0..K, bootstrapped by the target network."""
+        b, length = batch.reward.shape
+        flat_next = batch.next_obs.reshape(b * length, *spec.obs_shape)
+        _, _, value_logits = represent_predict(target_params, flat_next)
+        next_values = logits_to_scalar(value_logits, value_support).reshape(b, length)
+        return unroll_value_targets(
+            batch.reward, next_values, batch.terminated, batch.truncated, batch.valid,
+            K, config.n_step, step_discount,
+        )
+
+    def reanalyse(params, batch: Batch, key) -> jax.Array:
+        """Policy targets [B, L, A] with steps 0..K of every `stride`-th row searched afresh
+        with the latest parameters (a strided choice splits evenly over devices)."""
+        if config.reanalyse_fraction == 0:
+            return batch.policy
+        stride = max(1, round(1.0 / config.reanalyse_fraction))
+        rows = jnp.arange(0, batch.obs.shape[0], stride)
+        count = rows.shape[0] * (K + 1)
+        obs = batch.obs[rows, : K + 1].reshape(count, *spec.obs_shape)
+        legal = batch.legal[rows, : K + 1].reshape(count, num_actions)
+        fresh = search(params, obs, legal, key, greedy=True).policy
+        fresh = jax.lax.stop_gradient(fresh).reshape(rows.shape[0], K + 1, num_actions)
+        return batch.policy.at[rows, : K + 1].set(fresh)
+
+    def loss_fn(params, target_params, batch: Batch, key):
+        alive, absorbing = unroll_masks(batch.terminated, batch.truncated, batch.valid, K)
+        z = jax.lax.stop_gradient(value_targets(target_params, batch))
+        z = jnp.where(alive, z, 0.0)
+        policy_targets = reanalyse(params, batch, key)[:, : K + 1]
+        value_mask = (alive | absorbing).astype(jnp.float32)
+        policy_mask = alive.astype(jnp.float32)
+        reward_targets = jnp.where(alive[:, :K], batch.reward[:, :K], 0.0)
+        reward_mask = value_mask[:, :K]
+
+        latent, policy_logits, value_logits = represent_predict(params, batch.obs[:, 0])
+
+        def unroll(latent, action):
+            latent, reward_logits = network.apply(
+                params, latent, action, method=MuZeroNetwork.dynamics
+            )
+            latent = scale_gradient(latent, config.dynamics_grad_scale)
+            policy_logits, value_logits = network.apply(
+                params, latent, method=MuZeroNetwork.predict
+            )
+            return latent, (reward_logits, policy_logits, value_logits)
+
+        _, (reward_logits, later_policy, later_value) = jax.lax.scan(
+            unroll, latent, batch.action[:, :K].T
+        )
+        # [B, K+1, bins]: step 0 from the representation, steps 1..K from the dynamics
+        policy_all = jnp.concatenate([policy_logits[:, None], later_policy.swapaxes(0, 1)], 1)
+        value_all = jnp.concatenate([value_logits[:, None], later_value.swapaxes(0, 1)], 1)
+        reward_logits = reward_logits.swapaxes(0, 1)
+
+        value_ce = optax.softmax_cross_entropy(value_all, scalar_to_probs(z, value_support))
+        reward_ce = optax.softmax_cross_entropy(
+            reward_logits, scalar_to_probs(reward_targets, reward_support)
+        )
+        policy_ce = optax.softmax_cross_entropy(policy_all, policy_targets)
+        step_scale = jnp.concatenate([jnp.ones(1), jnp.full(K, 1.0 / K)])  # 1/K after step 0
+        per_row = (
+            config.value_loss_weight * jnp.sum(value_ce * value_mask * step_scale, 1)
+            + jnp.sum(policy_ce * policy_mask * step_scale, 1)
+            + jnp.sum(reward_ce * reward_mask * step_scale[1:], 1)
+        )
+        loss = jnp.mean(batch.weights * per_row)
+        value_error = jnp.abs(logits_to_scalar(value_logits, value_support) - z[:, 0])
+        aux = {
+            "value_loss": jnp.mean(jnp.sum(value_ce * value_mask * step_scale, 1)),
+            "policy_loss": jnp.mean(jnp.sum(policy_ce * policy_mask * step_scale, 1)),
+            "reward_loss": jnp.mean(jnp.sum(reward_ce * reward_mask * step_scale[1:], 1)),
+            "value_target_mean": jnp.mean(z[:, 0]),
+        }
+        return loss, (value_error, aux)
+
+    grad_fn = jax.grad(loss_fn, has_aux=True)
+
+    def update(state: State, batch: Batch, key=None) -> tuple[State, Metrics, jax.Array]:
+        """One gradient step on a batch; returns the new state, metrics and new priorities
+        (the absolute value error at each row's first step)."""
+        key = jax.random.PRNGKey(0) if key is None else key
+        grads, (value_error, aux) = grad_fn(state.params, state.target_params, batch, key)
+        if axis_name is not None:
+            grads = jax.lax.pmean(grads, axis_name)
+        step, opt_state = optimizer.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, step)
+        updates = state.updates + 1
+        refresh = (updates % config.target_update_period) == 0
+        target_params = jax.tree.map(
+            lambda t, p: jnp.where(refresh, p, t), state.target_params, params
+        )
+        metrics = {**aux, "loss": sum(aux[k] for k in ("value_loss", "policy_loss",
+                                                       "reward_loss"))}
+        if axis_name is not None:
+            metrics = jax.lax.pmean(metrics, axis_name)
+        new_state = state.replace(
+            params=params, target_params=target_params, opt_state=opt_state, updates=updates
+        )
+        return new_state, metrics, value_error
+
+    def sample(buffer: replay.PrioritizedState, key, batch_size: int, beta) -> tuple[Batch, Any]:
+        _, index, weights = replay.sample_prioritized(buffer, key, batch_size, beta)
+        data, valid = replay.gather_sequences(buffer.replay, index, config.sequence_length)
+        batch = Batch(
+            obs=data["obs"], action=data["action"], reward=data["reward"],
+            terminated=data["terminated"], truncated=data["truncated"],
+            next_obs=data["next_obs"], policy=data["policy"], legal=data["legal"],
+            valid=valid, weights=weights,
+        )
+        return batch, index
+
+    def collect(state: State, env_state: EnvState, key):
+        progress = state.iteration / config.num_iterations
+        temperature = temperature_at(config, progress)
+        search_key, env_key = jax.random.split(key)
+        vstate = env_state.envs
+        legal = legal_actions(env, vstate.env_state)
+        out = search(state.params, vstate.obs, legal, search_key, temperature)
+        next_vstate, result = step_envs(env, vstate, out.action, env_key)
+        transition = {
+            "obs": vstate.obs, "action": out.action, "reward": result.reward,
+            "terminated": result.terminated, "truncated": result.truncated,
+            "next_obs": result.info["final_observation"], "policy": out.policy,
+            "legal": legal,
+        }
+        buffer = replay.add_prioritized(env_state.replay, transition)
+        episodes = episode_metrics(result.info, axis_name)
+        metrics = {**episodes, "temperature": temperature, "search_value": jnp.mean(out.value)}
+        if axis_name is not None:
+            metrics["search_value"] = jax.lax.pmean(metrics["search_value"], axis_name)
+        return EnvState(next_vstate, buffer), metrics
+
+    def learn(state: State, buffer, key):
+        devices = jax.lax.axis_size(axis_name) if axis_name is not None else 1
+        if config.batch_size % devices:
+            raise ConfigError(
+                f"batch_size={config.batch_size} does not divide over {devices} devices"
+            )
+        local_batch = config.batch_size // devices
+        progress = state.iteration / config.num_iterations
+        beta = config.priority_beta_start + progress * (1.0 - config.priority_beta_start)
+
+        def one_update(carry, k):
+            state, buffer = carry
+            sample_key, reanalyse_key = jax.random.split(k)
+            batch, index = sample(buffer, sample_key, local_batch, beta)
+            state, metrics, value_error = update(state, batch, reanalyse_key)
+            buffer = replay.update_priorities(buffer, index, value_error, config.priority_alpha)
+            return (state, buffer), metrics
+
+        keys = jax.random.split(key, config.updates_per_iteration)
+        (state, buffer), metrics = jax.lax.scan(one_update, (state, buffer), keys)
+        return state, buffer, jax.tree.map(jnp.mean, metrics)
+
+    def train_step(state: State, env_state: EnvState, key):
+        """Search and step every env once into replay, then `updates_per_iteration` updates."""
+        collect_key, learn_key = jax.random.split(key)
+        env_state, collect_metrics = collect(state, env_state, collect_key)
+        ready = (state.iteration + 1) * config.steps_per_iteration >= config.learning_starts
+        learned, buffer, metrics = learn(state, env_state.replay, learn_key)
+        state = jax.tree.map(lambda new, old: jnp.where(ready, new, old), learned, state)
+        buffer = jax.tree.map(lambda new, old: jnp.where(ready, new, old), buffer, env_state.replay)
+        metrics = jax.tree.map(lambda m: jnp.where(ready, m, jnp.nan), metrics)
+        state = state.replace(iteration=state.iteration + 1)
+        return state, EnvState(env_state.envs, buffer), {**metrics, **collect_metrics}
+
+    def init_envs(key, env_ids) -> EnvState:
+        vstate = reset_envs(env, key, env_ids)
+        obs = jnp.zeros(spec.obs_shape, jnp.float32)
+        example = {
+            "obs": obs, "action": jnp.zeros((), jnp.int32), "reward": jnp.zeros((), jnp.float32),
+            "terminated": jnp.zeros((), bool), "truncated": jnp.zeros((), bool),
+            "next_obs": obs, "policy": jnp.zeros((num_actions,), jnp.float32),
+            "legal": jnp.zeros((num_actions,), bool),
+        }
+        return EnvState(vstate, replay.init_prioritized(example, env_ids.shape[0], capacity))
+
+    return Agent(
+        config=config,
+        spec=spec,
+        network=network,
+        init=lambda key: init(key, spec, config),
+        init_envs=init_envs,
+        search=search,
+        act=act,
+        update=update,
+        train_step=train_step,
+    )
+
+
+def greedy_action(agent: Agent) -> Callable[..., jax.Array]:
+    """Greedy search actions for evaluation (legal-action mask when the env gives one)."""
+    return lambda state, obs, key, legal=None: agent.act(
+        state.params, obs, key, greedy=True, legal=legal
+    )
+
+
+DEFAULT_EVAL_EPISODES = 32  # training acts with exploration noise; report the greedy policy
+
+
+def placement_fns(agent: Agent):
+    """(init_fn, step_fn) for `jaxrl_sys.execution.place`."""
+    return agent_fns(agent)

@@ -1,0 +1,149 @@
+"""MuZero: unroll targets and masks, legal actions in search, device equivalence, learning."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as P
+
+import envs
+from agents import muzero
+from jaxrl_sys.driver import train
+from jaxrl_sys.evaluation import evaluate, make_eval_fn
+from jaxrl_sys.execution import DEVICE_AXIS, make_mesh, place
+from jaxrl_sys.types import Discrete
+
+
+def reference_targets(reward, next_values, terminated, truncated, valid, K, n, discount):
+    """Targets and masks by a direct loop over every row and unroll step."""
+    B = reward.shape[0]
+    z = np.zeros((B, K + 1))
+    alive = np.zeros((B, K + 1), bool)
+    absorbing = np.zeros((B, K + 1), bool)
+    for b in range(B):
+        ended_by = None  # "terminated" / "truncated" once the start's episode is over
+        for k in range(K + 1):
+            if k > 0 and alive[b, k - 1] and (terminated[b, k - 1] or truncated[b, k - 1]):
+                ended_by = "terminated" if terminated[b, k - 1] else "truncated"
+            absorbing[b, k] = ended_by == "terminated"
+            alive[b, k] = ended_by is None and all(valid[b, : k + 1])
+            if not alive[b, k]:
+                continue
+            total = 0.0
+            for i in range(n):
+                j = k + i
+                total += discount ** i * reward[b, j]
+                if terminated[b, j]:
+                    break
+                last_valid = j + 1 >= valid.shape[1] or not valid[b, j + 1]
+                if truncated[b, j] or i == n - 1 or last_valid:
+                    total += discount ** (i + 1) * next_values[b, j]
+                    break
+            z[b, k] = total
+    return z, alive, absorbing
+
+
+@pytest.mark.parametrize("discount", [0.9, -1.0])
+def test_unroll_targets_and_masks_match_a_reference(discount):
+    K, n, B = 5, 4, 200
+    rng = np.random.default_rng(0)
+    length = K + n
+    reward = rng.normal(size=(B, length)).astype(np.float32)
+    next_values = rng.normal(size=(B, length)).astype(np.float32)
+    terminated = rng.random((B, length)) < 0.12
+    truncated = (rng.random((B, length)) < 0.08) & ~terminated
+    cut = rng.integers(1, length + 1, size=B)  # sequences cut short by the write head
+    cut[: B // 2] = length
+    valid = np.arange(length)[None, :] < cut[:, None]
+    z = muzero.unroll_value_targets(reward, next_values, terminated, truncated, valid, K, n,
+                                    discount)
+    alive, absorbing = muzero.unroll_masks(terminated, truncated, valid, K)
+    z_ref, alive_ref, absorbing_ref = reference_targets(
+        reward, next_values, terminated, truncated, valid, K, n, discount)
+    np.testing.assert_array_equal(np.asarray(alive), alive_ref)
+    np.testing.assert_array_equal(np.asarray(absorbing), absorbing_ref)
+    np.testing.assert_allclose(np.where(alive_ref, np.asarray(z), 0), z_ref, rtol=1e-5,
+                               atol=1e-5)
+    assert alive_ref.sum() > 300 and absorbing_ref.sum() > 50  # both cases exercised
+
+
+@pytest.mark.parametrize("search", ["gumbel", "muzero"])
+def test_search_never_chooses_an_illegal_action(search):
+    env = envs.make("CartPole-v1")
+    config = dataclasses.replace(muzero.Config(), search=search, num_simulations=8)
+    # a fake 6-action env spec, so that masks have room to bite
+    spec = dataclasses.replace(env.spec, action_space=Discrete(6))
+    agent = muzero.make(_SpecEnv(spec), config, axis_name=None)
+    state = agent.init(jax.random.PRNGKey(0))
+    keys = jax.random.split(jax.random.PRNGKey(1), 3)
+    obs = jax.random.normal(keys[0], (512, 4))
+    legal = jax.random.bernoulli(keys[1], 0.4, (512, 6))
+    legal = legal.at[:, 5].set(legal[:, 5] | ~legal.any(-1))  # at least one legal action
+    for greedy in (False, True):
+        out = jax.jit(agent.search, static_argnames="greedy")(
+            state.params, obs, legal, keys[2], 1.0, greedy=greedy)
+        assert np.all(np.take_along_axis(np.asarray(legal), np.asarray(out.action)[:, None], 1))
+        assert np.all(np.asarray(out.policy)[~np.asarray(legal)] == 0)
+
+
+class _SpecEnv:
+    """Only a spec: enough to build networks and search."""
+
+    def __init__(self, spec):
+        self.spec = spec
+
+
+def random_batch(key, batch_size, length, obs_dim, num_actions):
+    keys = jax.random.split(key, 8)
+    return muzero.Batch(
+        obs=jax.random.normal(keys[0], (batch_size, length, obs_dim)),
+        action=jax.random.randint(keys[1], (batch_size, length), 0, num_actions),
+        reward=jax.random.normal(keys[2], (batch_size, length)),
+        terminated=jax.random.bernoulli(keys[3], 0.1, (batch_size, length)),
+        truncated=jnp.zeros((batch_size, length), bool),
+        next_obs=jax.random.normal(keys[4], (batch_size, length, obs_dim)),
+        policy=jax.nn.softmax(jax.random.normal(keys[5], (batch_size, length, num_actions))),
+        legal=jnp.ones((batch_size, length, num_actions), bool),
+        valid=jnp.arange(length)[None, :] < jax.random.randint(
+            keys[6], (batch_size, 1), 1, length + 1),
+        weights=jax.random.uniform(keys[7], (batch_size,), minval=0.2, maxval=1.0),
+    )
+
+
+def test_one_update_on_eight_devices_equals_one_device():
+    env = envs.make("CartPole-v1")
+    config = dataclasses.replace(muzero.default_config("CartPole-v1"), reanalyse_fraction=0.25,
+                                 num_simulations=4)
+    batch = random_batch(jax.random.PRNGKey(0), 64, config.sequence_length, 4, 2)
+
+    def run(num_devices: int):
+        agent = muzero.make(env, config)
+        state = agent.init(jax.random.PRNGKey(1))
+        mapped = jax.shard_map(
+            lambda s, b: agent.update(s, b)[:2], mesh=make_mesh(num_devices),
+            in_specs=(P(), P(DEVICE_AXIS)), out_specs=P(), check_vma=False,
+        )
+        return jax.device_get(jax.jit(mapped)(state, batch))
+
+    (state_1, metrics_1), (state_8, metrics_8) = run(1), run(8)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
+                 state_8.params, state_1.params)
+    np.testing.assert_allclose(metrics_8["loss"], metrics_1["loss"], rtol=1e-5)
+    initial = muzero.make(env, config).init(jax.random.PRNGKey(1)).params
+    moved = jax.tree.map(lambda a, b: np.abs(a - b).max(), state_1.params, initial)
+    assert max(jax.tree.leaves(moved)) > 1e-4
+
+
+def test_config_rejects_bad_values_in_one_line():
+    from jaxrl_sys.config import ConfigError
+
+    for bad in (dict(search="alphazero"), dict(unroll_steps=0), dict(discount=1.5),
+                dict(temperatures=(1.0,)), dict(reanalyse_fraction=2.0),
+                dict(buffer_size=10)):
+        with pytest.raises(ConfigError) as error:
+            dataclasses.replace(muzero.Config(), **bad).validate()
+        assert "\n" not in str(error.value)
+    with pytest.raises(ConfigError, match="discrete"):
+        muzero.make(envs.make("Pendulum-v1"), muzero.Config())
