@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,6 +37,10 @@ def run_train(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
         (["--agent", "dqn", "--env", "Pendulum-v1"], "dqn needs discrete actions"),
         (["--agent", "dqn", "--devices", "3"], "num_envs=32 does not divide over 3 devices"),
         (["--agent", "dqn", "--set", "gamma=1.5"], "gamma must be in [0, 1]"),
+        (["--agent", "muzero", "--env", "Pendulum-v1"], "muzero needs discrete actions"),
+        (["--agent", "muzero", "--set", "search=alphazero"], "search must be one of"),
+        (["--agent", "muzero", "--env", "TicTacToe-v0", "--set", "env.opponent=expert"],
+         "opponent"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(args, expected):
@@ -78,3 +83,18 @@ def test_off_policy_agents_run_on_two_devices_and_two_seeds(tmp_path, agent, ext
     assert len(records) == 2 and records[-1]["env_steps"] == 2 * records[-1]["env_steps_per_seed"]
     loss_key = "loss" if agent == "dqn" else "critic_loss"
     assert records[-1][loss_key] is not None  # it learned in the second chunk
+
+
+@pytest.mark.parametrize("env", ["CartPole-v1", "TicTacToe-v0"])
+def test_muzero_headline_command_runs_on_eight_devices(tmp_path, env):
+    result = run_train(
+        "--agent", "muzero", "--env", env, "--devices", "8", "--total-steps", "2048",
+        "--chunks", "2", "--eval-episodes", "8", "--run-root", str(tmp_path),
+        "--set", "num_simulations=4", "--set", "learning_starts=512",
+    )
+    assert result.returncode == 0, result.stderr
+    (run_dir,) = tmp_path.iterdir()
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert len(records) == 2 and records[-1]["env_steps_per_seed"] >= 2048
+    assert np.isfinite(records[-1]["loss"]) and np.isfinite(records[-1]["eval_return"])
+    assert "greedy eval return" in result.stdout

@@ -81,9 +81,9 @@ def test_search_never_chooses_an_illegal_action(search):
     obs = jax.random.normal(keys[0], (512, 4))
     legal = jax.random.bernoulli(keys[1], 0.4, (512, 6))
     legal = legal.at[:, 5].set(legal[:, 5] | ~legal.any(-1))  # at least one legal action
-    for greedy in (False, True):
-        out = jax.jit(agent.search, static_argnames="greedy")(
-            state.params, obs, legal, keys[2], 1.0, greedy=greedy)
+    both = jax.jit(lambda p, o, l, k: [agent.search(p, o, l, k, 1.0, greedy=g)
+                                       for g in (False, True)])
+    for out in both(state.params, obs, legal, keys[2]):  # exploring, then greedy
         assert np.all(np.take_along_axis(np.asarray(legal), np.asarray(out.action)[:, None], 1))
         assert np.all(np.asarray(out.policy)[~np.asarray(legal)] == 0)
 
@@ -147,3 +147,38 @@ def test_config_rejects_bad_values_in_one_line():
         assert "\n" not in str(error.value)
     with pytest.raises(ConfigError, match="discrete"):
         muzero.make(envs.make("Pendulum-v1"), muzero.Config())
+
+
+def train_muzero(env_name: str, config, seeds, chunks: int, eval_episodes: int):
+    """Train with the execution layer; greedy search evaluation on the env's eval variant."""
+    agent = muzero.make(envs.make(env_name), config)
+    iters = -(-config.num_iterations // chunks)
+    eval_fn = make_eval_fn(envs.make_eval(env_name), muzero.greedy_action(agent))
+    runner = place(*muzero.placement_fns(agent), num_envs=config.num_envs, iters_per_chunk=iters,
+                   eval_fn=eval_fn, eval_episodes=eval_episodes)
+    return agent, train(runner, np.asarray(seeds), -(-config.num_iterations // iters))
+
+
+@pytest.mark.slow
+def test_muzero_learns_cartpole():
+    config = dataclasses.replace(muzero.default_config("CartPole-v1"), total_steps=60_000)
+    _, result = train_muzero("CartPole-v1", config, [0], chunks=4, eval_episodes=32)
+    greedy = result.history[-1].eval_returns
+    assert greedy.mean() >= 200, [h.eval_returns for h in result.history]
+
+
+@pytest.mark.slow
+def test_muzero_self_play_never_loses_tictactoe_to_the_perfect_player():
+    config = muzero.default_config("TicTacToe-v0")
+    agent, result = train_muzero("TicTacToe-v0", config, [0], chunks=2, eval_episodes=64)
+    state = jax.tree.map(lambda x: x[0], result.carry.agent_state)
+    policy = muzero.greedy_action(agent)
+    losses = {}
+    for side in (0, 1):  # 0: the agent moves first
+        env = envs.make("TicTacToe-v0", opponent="perfect", agent_player=side)
+        returns, _ = jax.jit(lambda s, k, ids: evaluate(env, policy, s, k, ids))(
+            state, jax.random.PRNGKey(side), jnp.arange(50))
+        returns = np.asarray(returns)
+        assert np.all(np.isin(returns, [-1.0, 0.0, 1.0])), returns
+        losses[side] = int(np.sum(returns < 0))
+    assert losses == {0: 0, 1: 0}, f"games lost of 50 (first, second): {losses}"
