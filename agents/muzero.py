@@ -47,7 +47,7 @@ TORSOS = ("auto", "mlp", "conv")
 class Config:
     """MuZero hyper-parameters; the defaults solve CartPole-v1."""
 
-    total_steps: int = 100_000
+    total_steps: int = 150_000
     num_envs: int = 32
     updates_per_iteration: int = 1  # gradient steps per vectorised env step
     batch_size: int = 256  # global, split over devices
@@ -58,12 +58,12 @@ class Config:
     final_lr_fraction: float = 0.1
     weight_decay: float = 1e-4
     max_grad_norm: float = 5.0
-    discount: float = 0.97  # short horizon: CartPole's action values differ more
-    n_step: int = 10  # steps of real reward before the bootstrap
+    discount: float = 0.98
+    n_step: int = 16  # steps of real reward before the bootstrap
     unroll_steps: int = 5  # K
     dynamics_grad_scale: float = 0.5
     value_loss_weight: float = 1.0
-    value_max: float = 40.0  # |raw value| covered by the value support
+    value_max: float = 60.0  # |raw value| covered by the value support
     reward_max: float = 5.0  # |raw reward| covered by the reward support
     support_bins: int = 31  # bins of each categorical support (in h-space)
     search: str = "gumbel"  # or "muzero"
@@ -130,10 +130,11 @@ class Config:
 
 _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     "CartPole-v1": {},
+    # the model must learn the rules (rewards of winning moves): many updates per env step
     "TicTacToe-v0": dict(
-        total_steps=60_000, num_envs=64, discount=1.0, n_step=9, value_max=1.0,
-        reward_max=1.0, support_bins=21, num_simulations=32, learning_starts=2_000,
-        temperatures=(1.0,), temperature_milestones=(),
+        total_steps=200_000, num_envs=64, updates_per_iteration=8, discount=1.0, n_step=9,
+        value_max=1.0, reward_max=1.0, support_bins=21, num_simulations=32,
+        learning_starts=2_000, temperatures=(1.0,), temperature_milestones=(),
     ),
 }
 
