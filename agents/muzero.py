@@ -30,10 +30,11 @@ from jaxrl_sys.config import (
     check_unit_interval, iterations,
 )
 from jaxrl_sys.execution import agent_fns
+from jaxrl_sys.learner import keep_where, learning_rate, local_batch_size, nan_unless
 from jaxrl_sys.networks import ACTIVATIONS, MLP, Head
 from jaxrl_sys.returns import n_step_targets
 from jaxrl_sys.rollout import (
-    VecEnvState, episode_metrics, legal_actions, per_env_keys, reset_envs, step_envs,
+    VecEnvState, episode_metrics, legal_actions, reset_envs, step_envs,
 )
 from jaxrl_sys.types import Discrete, Env, EnvSpec, Metrics
 from jaxrl_sys.value_transform import Support, h, logits_to_scalar, scalar_to_probs
@@ -315,13 +316,9 @@ def build_network(spec: EnvSpec, config: Config) -> MuZeroNetwork:
 
 
 def build_optimizer(config: Config) -> optax.GradientTransformation:
-    if config.anneal_lr:
-        updates = config.num_iterations * config.updates_per_iteration
-        lr = optax.linear_schedule(
-            config.learning_rate, config.final_lr_fraction * config.learning_rate, updates
-        )
-    else:
-        lr = config.learning_rate
+    lr = learning_rate(config.learning_rate, config.anneal_lr,
+                       config.num_iterations * config.updates_per_iteration,
+                       config.final_lr_fraction)
     return optax.chain(
         optax.clip_by_global_norm(config.max_grad_norm),
         optax.adamw(lr, weight_decay=config.weight_decay),
@@ -602,12 +599,7 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         return EnvState(next_vstate, buffer), metrics
 
     def learn(state: State, buffer, key):
-        devices = jax.lax.axis_size(axis_name) if axis_name is not None else 1
-        if config.batch_size % devices:
-            raise ConfigError(
-                f"batch_size={config.batch_size} does not divide over {devices} devices"
-            )
-        local_batch = config.batch_size // devices
+        local_batch = local_batch_size(config.batch_size, axis_name)
         progress = state.iteration / config.num_iterations
         beta = config.priority_beta_start + progress * (1.0 - config.priority_beta_start)
 
@@ -629,9 +621,9 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         env_state, collect_metrics = collect(state, env_state, collect_key)
         ready = (state.iteration + 1) * config.steps_per_iteration >= config.learning_starts
         learned, buffer, metrics = learn(state, env_state.replay, learn_key)
-        state = jax.tree.map(lambda new, old: jnp.where(ready, new, old), learned, state)
-        buffer = jax.tree.map(lambda new, old: jnp.where(ready, new, old), buffer, env_state.replay)
-        metrics = jax.tree.map(lambda m: jnp.where(ready, m, jnp.nan), metrics)
+        state = keep_where(ready, learned, state)
+        buffer = keep_where(ready, buffer, env_state.replay)
+        metrics = nan_unless(ready, metrics)
         state = state.replace(iteration=state.iteration + 1)
         return state, EnvState(env_state.envs, buffer), {**metrics, **collect_metrics}
 

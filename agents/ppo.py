@@ -31,6 +31,7 @@ from jaxrl_sys.config import (
 )
 from jaxrl_sys.networks import ACTIVATIONS, ActorCritic
 from jaxrl_sys.execution import agent_fns
+from jaxrl_sys.learner import learning_rate
 from jaxrl_sys.returns import gae
 from jaxrl_sys.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
 from jaxrl_sys.types import Box, Env, EnvSpec, Metrics
@@ -162,11 +163,8 @@ def build_network(spec: EnvSpec, config: Config) -> ActorCritic:
 
 def build_optimizer(config: Config) -> optax.GradientTransformation:
     """Adam with global-norm clipping and (optionally) a linearly annealed learning rate."""
-    if config.anneal_lr:
-        updates = config.num_iterations * config.update_epochs * config.num_minibatches
-        lr = optax.linear_schedule(config.learning_rate, 0.0, updates)
-    else:
-        lr = config.learning_rate
+    updates = config.num_iterations * config.update_epochs * config.num_minibatches
+    lr = learning_rate(config.learning_rate, config.anneal_lr, updates)
     return optax.chain(
         optax.clip_by_global_norm(config.max_grad_norm), optax.adam(lr, eps=1e-5)
     )
