@@ -24,6 +24,7 @@ from jaxrl_sys.config import (
     check_unit_interval, iterations,
 )
 from jaxrl_sys.execution import agent_fns
+from jaxrl_sys.host_loop import HostFns, Rollout
 from jaxrl_sys.learner import keep_where, learning_rate, local_batch_size, nan_unless
 from jaxrl_sys.networks import ACTIVATIONS, MLP, Head
 from jaxrl_sys.returns import n_step_targets
@@ -93,6 +94,8 @@ class Config:
 _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     "CartPole-v1": {},
     "Acrobot-v1": dict(total_steps=100_000, gamma=0.99, exploration_fraction=0.2),
+    # host loop: one worker process per env; the same updates per env step as on device
+    "gymnasium:CartPole-v1": dict(num_envs=8, rollout_steps=16, updates_per_iteration=8),
 }
 
 
@@ -162,6 +165,8 @@ class Agent(NamedTuple):
     act: Callable[..., jax.Array]
     update: Callable[[State, Batch], tuple[State, Metrics, jax.Array]]
     train_step: Callable[[State, EnvState, jax.Array], tuple[State, EnvState, Metrics]]
+    absorb: Callable[[State, Any, jax.Array], tuple[State, Any, Metrics]]
+    init_replay: Callable[[int], Any]
 
 
 def build_network(spec: EnvSpec, config: Config) -> QNetwork:
@@ -323,29 +328,37 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         (state, buffer), metrics = jax.lax.scan(one_update, (state, buffer), keys)
         return state, buffer, jax.tree.map(jnp.mean, metrics)
 
+    def absorb(state: State, buffer, key):
+        """The learning half of an iteration, after its transitions are in `buffer`: learn
+        (once the warm-up is over) and count the iteration. Shared with the host loop."""
+        ready = (state.iteration + 1) * config.steps_per_iteration >= max(
+            config.learning_starts, config.n_step * config.num_envs
+        )
+        learned, new_buffer, metrics = learn(state, buffer, key)
+        state = keep_where(ready, learned, state)
+        buffer = keep_where(ready, new_buffer, buffer)
+        metrics = nan_unless(ready, metrics)
+        return state.replace(iteration=state.iteration + 1), buffer, metrics
+
     def train_step(state: State, env_state: EnvState, key):
         """Step every env `rollout_steps` times into replay, then `updates_per_iteration` updates."""
         collect_key, learn_key = jax.random.split(key)
         env_state, episodes, epsilon = collect(state, env_state, collect_key)
-        ready = (state.iteration + 1) * config.steps_per_iteration >= max(
-            config.learning_starts, config.n_step * config.num_envs
-        )
-        learned, buffer, metrics = learn(state, env_state.replay, learn_key)
-        state = keep_where(ready, learned, state)
-        buffer = keep_where(ready, buffer, env_state.replay)
-        metrics = nan_unless(ready, metrics)
-        state = state.replace(iteration=state.iteration + 1)
+        state, buffer, metrics = absorb(state, env_state.replay, learn_key)
         return state, EnvState(env_state.envs, buffer), {**metrics, "epsilon": epsilon, **episodes}
 
-    def init_envs(key, env_ids) -> EnvState:
-        vstate = reset_envs(env, key, env_ids)
+    def init_replay(num_envs: int):
+        """Empty replay rows for `num_envs` envs (env-major, `capacity` steps each)."""
         example = {
             "obs": jnp.zeros(spec.obs_shape, jnp.float32), "action": jnp.zeros((), jnp.int32),
             "reward": jnp.zeros((), jnp.float32), "terminated": jnp.zeros((), bool),
             "truncated": jnp.zeros((), bool), "next_obs": jnp.zeros(spec.obs_shape, jnp.float32),
         }
         make_buffer = replay.init_prioritized if config.prioritized else replay.init
-        return EnvState(vstate, make_buffer(example, env_ids.shape[0], capacity))
+        return make_buffer(example, num_envs, capacity)
+
+    def init_envs(key, env_ids) -> EnvState:
+        return EnvState(reset_envs(env, key, env_ids), init_replay(env_ids.shape[0]))
 
     return Agent(
         config=config,
@@ -356,6 +369,8 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         act=act,
         update=update,
         train_step=train_step,
+        absorb=absorb,
+        init_replay=init_replay,
     )
 
 
@@ -370,3 +385,32 @@ DEFAULT_EVAL_EPISODES = 32  # training returns are epsilon-greedy; report the gr
 def placement_fns(agent: Agent):
     """(init_fn, step_fn) for `jaxrl_sys.execution.place`."""
     return agent_fns(agent)
+
+
+def host_fns(agent: Agent) -> HostFns:
+    """DQN for the host loop: epsilon-greedy `act`; rollouts go into replay, then `absorb`."""
+    config = agent.config
+    add = replay.add_prioritized if config.prioritized else replay.add
+
+    def act(params, obs, key, env_steps):
+        return agent.act(params, obs, key, epsilon=epsilon_at(config, env_steps)), {}
+
+    def learn(state: State, buffer, rollout: Rollout, key):
+        transitions = {
+            "obs": rollout.obs, "action": rollout.action.astype(jnp.int32),
+            "reward": rollout.reward, "terminated": rollout.terminated,
+            "truncated": rollout.truncated, "next_obs": rollout.next_obs,
+        }
+        buffer, _ = jax.lax.scan(lambda b, step: (add(b, step), None), buffer, transitions)
+        epsilon = epsilon_at(config, state.iteration * config.steps_per_iteration)
+        state, buffer, metrics = agent.absorb(state, buffer, key)
+        return state, buffer, {**metrics, "epsilon": epsilon}
+
+    return HostFns(
+        init=lambda key: (agent.init(key), agent.init_replay(config.num_envs)),
+        actor_params=lambda state: state.params,
+        act=act,
+        learn=learn,
+        num_envs=config.num_envs,
+        rollout_steps=config.rollout_steps,
+    )

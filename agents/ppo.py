@@ -31,6 +31,7 @@ from jaxrl_sys.config import (
 )
 from jaxrl_sys.networks import ACTIVATIONS, ActorCritic
 from jaxrl_sys.execution import agent_fns
+from jaxrl_sys.host_loop import HostFns, Rollout
 from jaxrl_sys.learner import learning_rate
 from jaxrl_sys.returns import gae
 from jaxrl_sys.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
@@ -102,6 +103,8 @@ _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
         clip_value=False,  # clipping value updates to +-0.2 starves the critic here
         hidden=(64, 64),
     ),
+    # host loop: one worker process per env, so fewer envs and longer rollouts
+    "gymnasium:CartPole-v1": dict(num_envs=8, num_steps=128, total_steps=100_000),
     "MountainCarContinuous-v0": dict(
         total_steps=1_000_000, num_envs=32, num_steps=128, ent_coef=0.0, normalize_obs=True,
         learning_rate=3e-4, hidden=(64, 64),
@@ -354,3 +357,40 @@ DEFAULT_EVAL_EPISODES = 0  # PPO's training returns already measure its (stochas
 def placement_fns(agent: Agent):
     """(init_fn, step_fn) for `jaxrl_sys.execution.place`."""
     return agent_fns(agent)
+
+
+def host_fns(agent: Agent) -> HostFns:
+    """PPO for the host loop: the same `act` and `update`, on rollouts from worker processes.
+
+    Values of the steps' next observations (for bootstrapping through truncation) are taken
+    with the learner's parameters, which are the acting ones when staleness is 0.
+    """
+    config = agent.config
+
+    def act(params, obs, key, env_steps):
+        action, log_prob, value = agent.act(params, obs, key)
+        return action, {"log_prob": log_prob, "value": value}
+
+    def learn(state: State, replay, rollout: Rollout, key):
+        steps, envs = rollout.obs.shape[:2]
+        next_obs = rollout.next_obs.reshape(steps * envs, *rollout.next_obs.shape[2:])
+        next_values = agent.network.apply(
+            state.params, next_obs, method=ActorCritic.value
+        ).reshape(steps, envs)
+        trajectory = Trajectory(
+            obs=rollout.obs, actions=rollout.action, log_probs=rollout.extras["log_prob"],
+            values=rollout.extras["value"], next_values=next_values,
+            rewards=rollout.reward * config.reward_scale, terminated=rollout.terminated,
+            truncated=rollout.truncated, env_ids=jnp.arange(envs),
+        )
+        state, metrics = agent.update(state, trajectory, key)
+        return state, replay, metrics
+
+    return HostFns(
+        init=lambda key: (agent.init(key), None),
+        actor_params=lambda state: state.params,
+        act=act,
+        learn=learn,
+        num_envs=config.num_envs,
+        rollout_steps=config.num_steps,
+    )

@@ -42,6 +42,7 @@ from jaxrl_sys.config import (
     check_unit_interval,
 )
 from jaxrl_sys.execution import agent_fns
+from jaxrl_sys.host_loop import HostFns
 from jaxrl_sys.networks import ACTIVATIONS
 from jaxrl_sys.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
 from jaxrl_sys.types import Box, Env, EnvSpec, Metrics
@@ -108,6 +109,8 @@ class Config:
 # Per-env defaults: tuned so that the default command solves the env.
 _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     "Pendulum-v1": {},
+    # host loop: one worker process per env; short rollouts keep the acting policy fresh
+    "gymnasium:Pendulum-v1": dict(num_steps=10),
 }
 
 
@@ -235,10 +238,20 @@ class Agent(NamedTuple):
     act: Callable[..., jax.Array]
     update: Callable[[State, dict, jax.Array], tuple[State, Metrics]]
     train_step: Callable[[State, EnvState, jax.Array], tuple[State, EnvState, Metrics]]
+    host: HostFns  # the same act and update for the host loop (see `host_fns`)
 
 
 def _pmean(x: Any, axis_name: Optional[str]) -> Any:
     return x if axis_name is None else jax.lax.pmean(x, axis_name)
+
+
+def mean_over_learned(metrics: Metrics, learned: jax.Array) -> Metrics:
+    """Per-step metrics [T] averaged over the steps that learned; NaN if none did (the driver
+    averages with nanmean)."""
+    count = jnp.sum(learned)
+    return jax.tree.map(
+        lambda m: jnp.where(count > 0, jnp.sum(m) / jnp.maximum(count, 1.0), jnp.nan), metrics
+    )
 
 
 def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent:
@@ -413,62 +426,100 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         u = jax.vmap(lambda k: jax.random.uniform(k, (action_dim,), minval=-1.0, maxval=1.0))(keys)
         return to_env_units(u)
 
+    def absorb(state: State, buffer, transition: dict, key: jax.Array, local_batch: int):
+        """Add one vector step's transitions (leaves [local envs, ...]) to `buffer`, then take
+        `updates_per_step` updates once past `learning_starts`. Shared with the host loop.
+
+        Returns (state, buffer, metrics averaged over the updates or 0, whether it learned).
+        """
+        device = 0 if axis_name is None else jax.lax.axis_index(axis_name)
+        buffer = replay.add(buffer, transition)
+        state = state.replace(env_steps=state.env_steps + config.num_envs)
+        learn = state.env_steps >= config.learning_starts
+
+        def one_update(state, u):
+            sample_key, grad_key = jax.random.split(jax.random.fold_in(key, u))
+            batch, _ = replay.sample(buffer, jax.random.fold_in(sample_key, device), local_batch)
+            new_state, metrics = update(state, batch, grad_key)
+            state = jax.tree.map(lambda n, o: jnp.where(learn, n, o), new_state, state)
+            return state, metrics
+
+        state, metrics = jax.lax.scan(one_update, state, jnp.arange(config.updates_per_step))
+        metrics = jax.tree.map(lambda m: jnp.where(learn, jnp.mean(m), 0.0), metrics)
+        return state, buffer, metrics, learn.astype(jnp.float32)
+
+    def transition(obs, action, reward, terminated, next_obs) -> dict:
+        return dict(
+            obs=obs.astype(obs_dtype),
+            action=action,
+            reward=reward.astype(jnp.float32),
+            terminated=terminated,
+            next_obs=next_obs.astype(obs_dtype),
+        )
+
+    def policy_or_explore(params: Params, obs, act_key, explore_key, env_steps):
+        """The policy's actions, or uniform random ones before `learning_starts` env steps."""
+        policy_action = act(params, obs, act_key)
+        return jnp.where(env_steps < config.learning_starts, random_actions(explore_key),
+                         policy_action)
+
     def train_step(state: State, env_state: EnvState, key: jax.Array):
         """`num_steps` vectorised env steps, each followed by `updates_per_step` updates."""
         local_envs = env_state.envs.obs.shape[0]
         local_batch = local_batch_size(local_envs)
-        device = 0 if axis_name is None else jax.lax.axis_index(axis_name)
 
         def env_step(carry, t):
             state, es = carry
             step_key = jax.random.fold_in(key, t)
             act_key, explore_key, env_key, update_key = jax.random.split(step_key, 4)
             vstate = es.envs
-            policy_action = act(state.params, vstate.obs, per_env_keys(act_key, vstate.env_ids))
-            explore_action = random_actions(per_env_keys(explore_key, vstate.env_ids))
-            action = jnp.where(state.env_steps < config.learning_starts,
-                               explore_action, policy_action)
-            vstate, result = step_envs(env, vstate, action, env_key)
-            transition = dict(
-                obs=es.envs.obs.astype(obs_dtype),
-                action=action,
-                reward=result.reward.astype(jnp.float32),
-                terminated=result.terminated,
-                next_obs=result.info["final_observation"].astype(obs_dtype),
+            action = policy_or_explore(
+                state.params, vstate.obs, per_env_keys(act_key, vstate.env_ids),
+                per_env_keys(explore_key, vstate.env_ids), state.env_steps,
             )
-            buffer = replay.add(es.replay, transition)
-            state = state.replace(env_steps=state.env_steps + config.num_envs)
-            learn = state.env_steps >= config.learning_starts
-
-            def one_update(state, u):
-                sample_key, grad_key = jax.random.split(jax.random.fold_in(update_key, u))
-                batch, _ = replay.sample(
-                    buffer, jax.random.fold_in(sample_key, device), local_batch
-                )
-                new_state, metrics = update(state, batch, grad_key)
-                state = jax.tree.map(lambda n, o: jnp.where(learn, n, o), new_state, state)
-                return state, metrics
-
-            state, metrics = jax.lax.scan(one_update, state, jnp.arange(config.updates_per_step))
-            metrics = jax.tree.map(lambda m: jnp.where(learn, jnp.mean(m), 0.0), metrics)
-            records = (metrics, learn.astype(jnp.float32), episode_metrics(result.info, None))
+            vstate, result = step_envs(env, vstate, action, env_key)
+            state, buffer, metrics, learned = absorb(
+                state, es.replay,
+                transition(es.envs.obs, action, result.reward, result.terminated,
+                           result.info["final_observation"]),
+                update_key, local_batch,
+            )
+            records = (metrics, learned, episode_metrics(result.info, None))
             return (state, EnvState(vstate, buffer)), records
 
         (state, env_state), (metrics, learned, episodes) = jax.lax.scan(
             env_step, (state, env_state), jnp.arange(config.num_steps)
         )
-        count = jnp.sum(learned)
-        # NaN in an iteration that did not learn (the driver averages with nanmean)
-        metrics = jax.tree.map(
-            lambda m: jnp.where(count > 0, jnp.sum(m) / jnp.maximum(count, 1.0), jnp.nan), metrics
-        )
         episodes = jax.tree.map(jnp.sum, episodes)
         if axis_name is not None:
             episodes = jax.lax.psum(episodes, axis_name)
-        return state, env_state, {**metrics, **episodes}
+        return state, env_state, {**mean_over_learned(metrics, learned), **episodes}
 
-    def init_envs(key: jax.Array, env_ids: jax.Array) -> EnvState:
-        vstate = reset_envs(env, key, env_ids)
+    def host_learn(state: State, buffer, rollout, key: jax.Array):
+        """The host loop's learner: `absorb` each step of a rollout, as `train_step` does."""
+
+        def one_step(carry, t):
+            state, buffer = carry
+            step = jax.tree.map(lambda x: x[t], rollout)
+            state, buffer, metrics, learned = absorb(
+                state, buffer,
+                transition(step.obs, step.action, step.reward, step.terminated, step.next_obs),
+                jax.random.fold_in(key, t), config.batch_size,
+            )
+            return (state, buffer), (metrics, learned)
+
+        steps = rollout.reward.shape[0]
+        (state, buffer), (metrics, learned) = jax.lax.scan(
+            one_step, (state, buffer), jnp.arange(steps)
+        )
+        return state, buffer, mean_over_learned(metrics, learned)
+
+    def host_act(params: Params, obs, key, env_steps):
+        act_key, explore_key = jax.random.split(key)
+        keys = lambda k: jax.random.split(k, obs.shape[0])  # noqa: E731
+        return policy_or_explore(params, obs, keys(act_key), keys(explore_key), env_steps), {}
+
+    def init_replay(num_envs: int):
         example = dict(
             obs=jnp.zeros(spec.obs_shape, obs_dtype),
             action=jnp.zeros(action_shape, jnp.float32),
@@ -476,8 +527,10 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
             terminated=jnp.zeros((), jnp.bool_),
             next_obs=jnp.zeros(spec.obs_shape, obs_dtype),
         )
-        buffer = replay.init(example, env_ids.shape[0], config.capacity_per_env)
-        return EnvState(envs=vstate, replay=buffer)
+        return replay.init(example, num_envs, config.capacity_per_env)
+
+    def init_envs(key: jax.Array, env_ids: jax.Array) -> EnvState:
+        return EnvState(envs=reset_envs(env, key, env_ids), replay=init_replay(env_ids.shape[0]))
 
     return Agent(
         config=config,
@@ -489,6 +542,14 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         act=act,
         update=update,
         train_step=train_step,
+        host=HostFns(
+            init=lambda key: (init(key), init_replay(config.num_envs)),
+            actor_params=lambda state: state.params,
+            act=host_act,
+            learn=host_learn,
+            num_envs=config.num_envs,
+            rollout_steps=config.num_steps,
+        ),
     )
 
 
@@ -503,3 +564,9 @@ DEFAULT_EVAL_EPISODES = 0  # training returns already measure SAC's (stochastic)
 def placement_fns(agent: Agent):
     """(init_fn, step_fn) for `jaxrl_sys.execution.place`."""
     return agent_fns(agent)
+
+
+def host_fns(agent: Agent) -> HostFns:
+    """SAC for the host loop: the policy (random before `learning_starts`) acts; each rollout
+    step is added to replay and followed by `updates_per_step` updates, as on device."""
+    return agent.host

@@ -4,12 +4,15 @@ Importing this package does not import gymnax; that happens on the first `make` 
 Our own pure-JAX envs (e.g. tic-tac-toe in `envs.tictactoe`) are imported on their first `make`.
 """
 
+from envs.gymnasium_env import UnsupportedEnvError
 from envs.gymnax_env import GymnaxEnv
 from envs.registry import (
     EnvParamError,
     UnknownEnvError,
+    is_host_env,
     make,
     make_eval,
+    make_host,
     names,
     register,
     reward_threshold,
@@ -31,8 +34,11 @@ __all__ = [
     "NormalizeObservation",
     "RunningStats",
     "UnknownEnvError",
+    "UnsupportedEnvError",
+    "is_host_env",
     "make",
     "make_eval",
+    "make_host",
     "names",
     "register",
     "reward_threshold",

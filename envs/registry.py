@@ -60,7 +60,15 @@ REWARD_THRESHOLDS: dict[str, float] = {
 
 
 def reward_threshold(name: str) -> float | None:
-    """The return at which `name` counts as solved, or None if there is no agreed bar."""
+    """The return at which `name` counts as solved, or None if there is no agreed bar.
+
+    For `gymnasium:<id>` names it is Gymnasium's own `reward_threshold` for the id.
+    """
+    if is_host_env(name):
+        try:
+            return make_host(name).reward_threshold
+        except ValueError:
+            return None
     return REWARD_THRESHOLDS.get(name)
 
 
@@ -116,10 +124,10 @@ def make(
     Wrapper order: base -> NormalizeObservation (if `normalize_obs`) -> EpisodeStatistics
     (if `episode_stats`).
     """
-    if name.startswith(GYMNASIUM_PREFIX):
+    if is_host_env(name):
         raise UnknownEnvError(
-            f"cannot make {name!r}: gymnasium: environments need the host loop, "
-            "which is not available yet"
+            f"{name!r} is not a JAX env: it runs in worker processes through the host loop "
+            "(envs.make_host)"
         )
     if name in _OWN:
         env = _make_own(name, params)
@@ -132,6 +140,28 @@ def make(
     if episode_stats:
         env = EpisodeStatistics(env)
     return env
+
+
+def is_host_env(name: str) -> bool:
+    """Whether `name` is an env run by the host loop (`gymnasium:<id>`), not on device."""
+    return name.startswith(GYMNASIUM_PREFIX)
+
+
+def make_host(name: str, **params: Any):
+    """Resolve a `gymnasium:<id>` name into a `GymnasiumEnv` for the host loop.
+
+    `params` are passed to `gymnasium.make`. One line errors: unknown id, bad params and
+    unsupported spaces (`UnsupportedEnvError`).
+    """
+    if not is_host_env(name):
+        raise UnknownEnvError(f"{name!r} is not a host-loop env (names start with "
+                              f"{GYMNASIUM_PREFIX!r})")
+    env_id = name[len(GYMNASIUM_PREFIX):]
+    if not env_id:
+        raise UnknownEnvError(f"{name!r} names no Gymnasium env id")
+    from envs import gymnasium_env  # lazy: importing gymnasium is not free
+
+    return gymnasium_env.make(env_id, **params)
 
 
 def make_eval(name: str, **params: Any) -> Env:

@@ -59,6 +59,8 @@ class TrainResult:
     history: list[ChunkSummary]
     compile_seconds: float
     train_seconds: float
+    # where the host loop's threads spent their time (seconds by activity); empty on device
+    pipeline_seconds: dict = dataclasses.field(default_factory=dict)
 
 
 def train(

@@ -49,6 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop once the mean return over seeds reaches this value")
     p.add_argument("--run-root", default="runs", help="directory that holds run directories")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--staleness", type=int, default=1,
+                   help="host loop (gymnasium: envs): updates the acting parameters may lag "
+                        "the learner by; 0 alternates acting and learning")
+    p.add_argument("--step-timeout", type=float, default=60.0,
+                   help="host loop: seconds an env step may take before the run is stopped")
     return p
 
 
@@ -62,6 +67,25 @@ def check_counts(args: argparse.Namespace) -> None:
         raise UsageError(f"--eval-episodes must be >= 0, got {args.eval_episodes}")
     if args.seed < 0:
         raise UsageError(f"--seed must be >= 0, got {args.seed}")
+    if args.staleness < 0:
+        raise UsageError(f"--staleness must be >= 0, got {args.staleness}")
+    if not args.step_timeout > 0:
+        raise UsageError(f"--step-timeout must be > 0, got {args.step_timeout}")
+
+
+def check_host_loop(args: argparse.Namespace, agent_module, config) -> None:
+    """What the host loop (gymnasium: envs) does not do, as one-line usage errors."""
+    if not hasattr(agent_module, "host_fns"):
+        raise UsageError(f"agent {args.agent!r} has no host loop; gymnasium: envs run with "
+                         "ppo, dqn or sac")
+    if args.devices != 1 or args.seeds != 1:
+        raise UsageError("gymnasium: envs run one seed on one device through the host loop; "
+                         "use --devices 1 --seeds 1")
+    if args.eval_episodes:
+        raise UsageError("--eval-episodes is not available for gymnasium: envs; training "
+                         "returns are reported")
+    if getattr(config, "normalize_obs", False):
+        raise UsageError("normalize_obs is not available for gymnasium: envs")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,12 +111,18 @@ def run(args: argparse.Namespace) -> int:
         config = dataclasses.replace(config, total_steps=args.total_steps)
     agent_pairs, env_kwargs = split_env_overrides(args.overrides)
     config = apply_overrides(config, agent_pairs)
-    env = envs.make(env_name, normalize_obs=getattr(config, "normalize_obs", False), **env_kwargs)
-
-    agent = agent_module.make(env, config)
+    host = envs.is_host_env(env_name)
+    if host:
+        check_host_loop(args, agent_module, config)
+        env = envs.make_host(env_name, **env_kwargs)
+        agent = agent_module.make(env, config, axis_name=None)
+    else:
+        env = envs.make(env_name, normalize_obs=getattr(config, "normalize_obs", False),
+                        **env_kwargs)
+        agent = agent_module.make(env, config)
     eval_episodes = (
         args.eval_episodes if args.eval_episodes is not None
-        else getattr(agent_module, "DEFAULT_EVAL_EPISODES", 0)
+        else 0 if host else getattr(agent_module, "DEFAULT_EVAL_EPISODES", 0)
     )
     if eval_episodes and getattr(config, "normalize_obs", False):
         raise UsageError("--eval-episodes needs normalize_obs=false (statistics live in the "
@@ -106,14 +136,15 @@ def run(args: argparse.Namespace) -> int:
         eval_fn = make_eval_fn(eval_env, agent_module.greedy_action(agent))
     iters_per_chunk = math.ceil(config.num_iterations / args.chunks)
     num_chunks = math.ceil(config.num_iterations / iters_per_chunk)
-    runner = place(
-        *agent_module.placement_fns(agent),
-        num_envs=config.num_envs,
-        num_devices=args.devices,
-        iters_per_chunk=iters_per_chunk,
-        eval_fn=eval_fn,
-        eval_episodes=eval_episodes,
-    )
+    if not host:
+        runner = place(
+            *agent_module.placement_fns(agent),
+            num_envs=config.num_envs,
+            num_devices=args.devices,
+            iters_per_chunk=iters_per_chunk,
+            eval_fn=eval_fn,
+            eval_episodes=eval_episodes,
+        )
     seeds = np.arange(args.seed, args.seed + args.seeds)
     steps_per_chunk = iters_per_chunk * config.steps_per_iteration  # per seed
     threshold = args.target_return if args.target_return is not None else envs.reward_threshold(env_name)
@@ -155,7 +186,21 @@ def run(args: argparse.Namespace) -> int:
             return args.target_return is not None
         return False
 
-    result = driver.train(runner, seeds, num_chunks, on_chunk)
+    if host:
+        from jaxrl_sys import host_loop
+
+        loop_config = host_loop.HostLoopConfig(staleness=args.staleness,
+                                               step_timeout=args.step_timeout)
+        try:
+            result = host_loop.train(
+                env, agent_module.host_fns(agent), seed=args.seed,
+                num_iterations=config.num_iterations, iters_per_chunk=iters_per_chunk,
+                config=loop_config, on_chunk=on_chunk,
+            )
+        finally:
+            logger.close()
+    else:
+        result = driver.train(runner, seeds, num_chunks, on_chunk)
     logger.close()
     final = result.history[-1]
     steps = len(result.history) * steps_per_chunk
@@ -184,18 +229,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from agents import UnknownAgentError
     from envs import UnknownEnvError
+    from envs.gymnasium_env import UnsupportedEnvError
     from envs.registry import EnvParamError
     from jaxrl_sys.config import ConfigError
     from jaxrl_sys.execution import PlacementError
+    from jaxrl_sys.host_loop import HostLoopError
 
     user_errors = (UsageError, UnknownAgentError, UnknownEnvError, EnvParamError, ConfigError,
-                   PlacementError)
+                   PlacementError, UnsupportedEnvError)
     try:
         args = build_parser().parse_args(argv)
         return run(args)
     except user_errors as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except HostLoopError as error:  # an env failed at run time: not bad input
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -287,7 +287,7 @@ def test_unknown_env_names_closest():
 
 
 def test_gymnasium_prefix_is_reserved():
-    with pytest.raises(envs.UnknownEnvError, match="gymnasium: environments need the host loop"):
+    with pytest.raises(envs.UnknownEnvError, match="runs in worker processes through the host loop"):
         envs.make("gymnasium:CartPole-v1")
 
 

@@ -1,0 +1,400 @@
+"""The host loop: envs not written in JAX run in worker processes while the device acts and learns.
+
+Sebulba-style pipeline with the agents' own jitted functions:
+
+    actor thread:  params(version) -> act on device -> step the worker processes -> ...
+                   T steps later: the rollout goes to the device in one transfer -> queue
+    learner (the calling thread): rollout -> learn on device -> publish params(version + 1)
+
+Rollout i is collected with exactly the parameters of version max(0, i - staleness), the
+version made by learning from rollouts 0 .. i-staleness-1. Staleness 0 alternates acting and
+learning (on-policy, like the on-device loop); staleness 1 collects rollout i while the learner
+learns from rollout i-1. Because the version is fixed and not "the newest available", a run
+does not depend on thread timing: the same seed gives the same run at any staleness.
+
+This module knows neither agents nor envs: an agent supplies `HostFns`, an env a `HostEnv`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import queue
+import threading
+import time
+from typing import Any, Callable, NamedTuple, Optional, Protocol
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_sys.driver import ChunkSummary, EPISODE_KEYS, TrainResult, summarize
+from jaxrl_sys.types import EnvSpec, Metrics, PyTree
+
+_POLL_SECONDS = 0.05  # how often blocked threads look at the stop flag and the other's error
+
+
+@dataclasses.dataclass(frozen=True)
+class HostLoopConfig:
+    """How the host loop runs (not what the agent learns)."""
+
+    staleness: int = 1  # acting parameters may lag the learner by this many updates
+    step_timeout: float = 60.0  # seconds a vector step may take before the run is stopped
+    start_method: str = "spawn"  # worker processes; JAX is not fork-safe
+
+    def validate(self) -> None:
+        from jaxrl_sys.config import ConfigError
+
+        if self.staleness < 0:
+            raise ConfigError(f"staleness must be >= 0, got {self.staleness}")
+        if not self.step_timeout > 0:
+            raise ConfigError(f"step_timeout must be > 0, got {self.step_timeout}")
+
+
+class Rollout(NamedTuple):
+    """T vector steps of B envs, time-major [T, B, ...].
+
+    `next_obs[t]` is the observation that followed `obs[t]` in the same episode: the episode's
+    last observation where it ended at step t (never the next episode's first).
+    """
+
+    obs: Any
+    action: Any
+    reward: Any
+    terminated: Any
+    truncated: Any
+    next_obs: Any
+    extras: dict  # what `act` returned besides the action (e.g. log-probs, values)
+
+
+class HostFns(NamedTuple):
+    """What an agent gives the host loop; every function is jitted by the loop.
+
+    init(key) -> (agent_state, replay)        replay may be None
+    actor_params(agent_state) -> params        what `act` needs, published every update
+    act(params, obs, key, env_steps) -> (action, extras)
+        env_steps: env steps (over all envs) taken before this step, for schedules
+    learn(agent_state, replay, rollout, key) -> (agent_state, replay, metrics)
+        replay is donated (updated in place)
+    """
+
+    init: Callable[[jax.Array], tuple[PyTree, PyTree]]
+    actor_params: Callable[[PyTree], PyTree]
+    act: Callable[[PyTree, jax.Array, jax.Array, jax.Array], tuple[jax.Array, dict]]
+    learn: Callable[[PyTree, PyTree, Rollout, jax.Array], tuple[PyTree, PyTree, Metrics]]
+    num_envs: int
+    rollout_steps: int
+
+
+class HostEnv(Protocol):
+    """An env run in worker processes (see envs.gymnasium_env.GymnasiumEnv)."""
+
+    name: str
+    spec: EnvSpec
+
+    def make_vector(self, num_envs: int, start_method: str) -> Any: ...
+
+    def encode_obs(self, obs: np.ndarray) -> np.ndarray: ...
+
+    def decode_actions(self, actions: np.ndarray) -> np.ndarray: ...
+
+
+class HostLoopError(RuntimeError):
+    """An env or worker failed; the message names the env and the error."""
+
+
+class _Stopped(Exception):
+    """Raised inside a thread that was asked to stop."""
+
+
+class _ParamStore:
+    """Parameter versions published by the learner and awaited by the actor."""
+
+    def __init__(self, staleness: int) -> None:
+        self._staleness = staleness
+        self._versions: dict[int, PyTree] = {}
+        self._cond = threading.Condition()
+
+    def publish(self, version: int, params: PyTree) -> None:
+        with self._cond:
+            self._versions[version] = params
+            # the actor's next rollout needs a version >= version - staleness
+            for old in [v for v in self._versions if v < version - self._staleness]:
+                del self._versions[old]
+            self._cond.notify_all()
+
+    def get(self, version: int, stop: threading.Event) -> PyTree:
+        with self._cond:
+            while version not in self._versions:
+                if stop.is_set():
+                    raise _Stopped
+                self._cond.wait(_POLL_SECONDS)
+            return self._versions[version]
+
+
+def describe_env_error(env_name: str, envs: Any, error: BaseException, timeout: float) -> str:
+    """One message naming the env, the failing workers and the error."""
+    if isinstance(error, multiprocessing.TimeoutError):
+        return f"env {env_name}: a worker gave no step result within {timeout:g} s; run stopped"
+    failed = [i for i, pipe in enumerate(getattr(envs, "parent_pipes", [])) if pipe is None]
+    processes = list(getattr(envs, "processes", []))
+    if isinstance(error, (EOFError, BrokenPipeError, ConnectionResetError)):
+        for process in processes:  # a closed pipe: give the dead worker a moment to be reaped
+            process.join(timeout=0.2)
+    dead = [(i, p.exitcode) for i, p in enumerate(processes) if p.exitcode is not None]
+    if isinstance(error, (EOFError, BrokenPipeError, ConnectionResetError)) or (dead and not failed):
+        if not dead:
+            return f"env {env_name}: a worker died; run stopped"
+        plural = "s" if len(dead) > 1 else ""
+        ids = ", ".join(str(i) for i, _ in dead)
+        codes = ", ".join(str(code) for _, code in dead)
+        return f"env {env_name}: worker{plural} {ids} died (exit code{plural} {codes}); run stopped"
+    which = (f"worker{'s' if len(failed) > 1 else ''} {', '.join(map(str, failed))}"
+             if failed else "a worker")
+    message = " ".join(str(error).split())
+    return f"env {env_name}: {which} raised {type(error).__name__}: {message}"
+
+
+class _Actor(threading.Thread):
+    """Steps the worker processes with the agent's `act`; hands rollouts to the learner."""
+
+    def __init__(self, env: HostEnv, envs: Any, first_obs: np.ndarray, act: Callable,
+                 store: _ParamStore, rollouts: queue.Queue, key: jax.Array,
+                 num_iterations: int, steps: int, config: HostLoopConfig) -> None:
+        super().__init__(name="host-loop-actor", daemon=True)
+        self.env, self.envs, self.obs = env, envs, first_obs
+        self.act, self.store, self.rollouts, self.key = act, store, rollouts, key
+        self.num_iterations, self.steps, self.config = num_iterations, steps, config
+        self.stop = threading.Event()
+        self.error: Optional[BaseException] = None
+        # seconds spent waiting for parameters, in `act`, in env steps (for diagnosing the pipeline)
+        self.seconds = {"param_wait": 0.0, "act": 0.0, "env": 0.0, "host": 0.0}
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except _Stopped:
+            pass
+        except BaseException as error:  # handed to the learner, which raises it
+            self.error = error
+
+    def _put(self, item: Any) -> None:
+        while True:
+            if self.stop.is_set():
+                raise _Stopped
+            try:
+                self.rollouts.put(item, timeout=_POLL_SECONDS)
+                return
+            except queue.Full:
+                continue
+
+    def _run(self) -> None:
+        num_envs = self.obs.shape[0]
+        episode_return = np.zeros(num_envs, np.float64)
+        episode_length = np.zeros(num_envs, np.int64)
+        for iteration in range(self.num_iterations):
+            clock = time.perf_counter()
+            params = self.store.get(max(0, iteration - self.config.staleness), self.stop)
+            now = time.perf_counter()
+            self.seconds["param_wait"] += now - clock
+            clock = now
+            records: dict[str, list] = {k: [] for k in Rollout._fields}
+            sums = dict.fromkeys(EPISODE_KEYS, 0.0)
+            for t in range(self.steps):
+                if self.stop.is_set():
+                    raise _Stopped
+                step = iteration * self.steps + t
+                action, extras = jax.device_get(
+                    self.act(params, self.obs, self.key, np.int32(step), np.int32(step * num_envs))
+                )
+                now = time.perf_counter()
+                self.seconds["act"] += now - clock
+                clock = now
+                self.envs.step_async(self.env.decode_actions(action))
+                raw_obs, reward, terminated, truncated, info = self.envs.step_wait(
+                    timeout=self.config.step_timeout
+                )
+                now = time.perf_counter()
+                self.seconds["env"] += now - clock
+                clock = now
+                next_obs = self.env.encode_obs(raw_obs)
+                done = np.logical_or(terminated, truncated)
+                final_obs = next_obs
+                if done.any():  # SAME_STEP autoreset: the ended episode's last obs is in info
+                    final_obs = next_obs.copy()
+                    for i in np.flatnonzero(done):
+                        final_obs[i] = self.env.encode_obs(np.asarray(info["final_obs"][i])[None])[0]
+                episode_return += reward
+                episode_length += 1
+                sums["episode_return_sum"] += float(episode_return[done].sum())
+                sums["episode_length_sum"] += float(episode_length[done].sum())
+                sums["episode_count"] += float(done.sum())
+                episode_return[done] = 0.0
+                episode_length[done] = 0
+                for name, value in (("obs", self.obs), ("action", action), ("reward", reward),
+                                    ("terminated", terminated), ("truncated", truncated),
+                                    ("next_obs", final_obs), ("extras", extras)):
+                    records[name].append(value)
+                self.obs = next_obs
+                now = time.perf_counter()
+                self.seconds["host"] += now - clock
+                clock = now
+            stacked = Rollout(
+                obs=np.stack(records["obs"]),
+                action=np.stack(records["action"]),
+                reward=np.stack(records["reward"]).astype(np.float32),
+                terminated=np.stack(records["terminated"]).astype(bool),
+                truncated=np.stack(records["truncated"]).astype(bool),
+                next_obs=np.stack(records["next_obs"]),
+                extras={k: np.stack([e[k] for e in records["extras"]]) for k in records["extras"][0]},
+            )
+            rollout = jax.device_put(stacked)  # one transfer per rollout
+            self.seconds["host"] += time.perf_counter() - clock
+            self._put((rollout, sums))
+
+
+def _act_fn(fns: HostFns) -> Callable:
+    def act(params, obs, key, step, env_steps):
+        return fns.act(params, obs, jax.random.fold_in(key, step), env_steps)
+
+    return jax.jit(act)
+
+
+def _rollout_shapes(fns: HostFns, env: HostEnv, params: PyTree, act: Callable) -> Rollout:
+    """Abstract shapes of one rollout, to compile `learn` before the workers start stepping."""
+    b, t = fns.num_envs, fns.rollout_steps
+    obs = jax.ShapeDtypeStruct((b, *env.spec.obs_shape), jnp.float32)
+    action, extras = jax.eval_shape(
+        act, params, obs, jax.random.PRNGKey(0), np.int32(0), np.int32(0)
+    )
+
+    def over_time(x):
+        return jax.ShapeDtypeStruct((t, *x.shape), x.dtype)
+
+    scalar = lambda dtype: jax.ShapeDtypeStruct((t, b), dtype)  # noqa: E731
+    return Rollout(
+        obs=over_time(obs), action=over_time(action), reward=scalar(jnp.float32),
+        terminated=scalar(jnp.bool_), truncated=scalar(jnp.bool_), next_obs=over_time(obs),
+        extras=jax.tree.map(over_time, extras),
+    )
+
+
+def _stack_chunk(metrics: list[dict]) -> dict:
+    """Per-iteration metrics of one chunk as [1 seed, K] arrays for `driver.summarize`."""
+    host = jax.device_get(metrics)
+    return {k: np.asarray([[float(m[k]) for m in host]]) for k in host[0]}
+
+
+def train(
+    env: HostEnv,
+    fns: HostFns,
+    *,
+    seed: int,
+    num_iterations: int,
+    iters_per_chunk: int,
+    config: HostLoopConfig = HostLoopConfig(),
+    on_chunk: Optional[Callable[[ChunkSummary, float], bool]] = None,
+) -> TrainResult:
+    """Train one seed through the host loop; `on_chunk` as in `jaxrl_sys.driver.train`.
+
+    Raises `HostLoopError` if an env raises, a worker dies or a step exceeds
+    `config.step_timeout`. Worker processes are shut down on every exit path (errors and
+    KeyboardInterrupt included).
+    """
+    config.validate()
+    start = time.perf_counter()
+    key = jax.random.PRNGKey(seed)
+    init_key, actor_key, learn_key = jax.random.split(key, 3)
+    envs = env.make_vector(fns.num_envs, config.start_method)
+    actor: Optional[_Actor] = None
+    failed = True
+    try:
+        try:
+            envs.reset_async(seed=seed)
+            raw_obs, _ = envs.reset_wait(timeout=config.step_timeout)
+        except Exception as error:
+            raise HostLoopError(describe_env_error(env.name, envs, error, config.step_timeout)) \
+                from error
+        agent_state, replay = jax.jit(fns.init)(init_key)
+        act = _act_fn(fns)
+        params = fns.actor_params(agent_state)
+        learn = jax.jit(fns.learn, donate_argnums=(1,)).lower(
+            agent_state, replay, _rollout_shapes(fns, env, params, act), learn_key
+        ).compile()
+        first_obs = env.encode_obs(raw_obs)
+        jax.block_until_ready(act(params, first_obs, actor_key, np.int32(0), np.int32(0)))
+        compile_seconds = time.perf_counter() - start
+
+        store = _ParamStore(config.staleness)
+        store.publish(0, params)
+        rollouts: queue.Queue = queue.Queue(maxsize=config.staleness + 1)
+        actor = _Actor(env, envs, first_obs, act, store, rollouts, actor_key, num_iterations,
+                       fns.rollout_steps, config)
+        train_start = time.perf_counter()
+        actor.start()
+
+        history: list[ChunkSummary] = []
+        chunk_metrics: list[dict] = []
+        learner_wait = 0.0
+        for iteration in range(num_iterations):
+            clock = time.perf_counter()
+            rollout, episodes = _next_rollout(rollouts, actor, env, envs, config)
+            learner_wait += time.perf_counter() - clock
+            agent_state, replay, metrics = learn(
+                agent_state, replay, rollout, jax.random.fold_in(learn_key, iteration)
+            )
+            store.publish(iteration + 1, fns.actor_params(agent_state))
+            chunk_metrics.append({**metrics, **episodes})
+            if len(chunk_metrics) == iters_per_chunk or iteration == num_iterations - 1:
+                summary = summarize(len(history), len(chunk_metrics), _stack_chunk(chunk_metrics))
+                history.append(summary)
+                chunk_metrics = []
+                if on_chunk is not None and on_chunk(summary, time.perf_counter() - train_start):
+                    break
+        jax.block_until_ready(agent_state)
+        failed = False
+        seconds = {f"actor_{k}": v for k, v in actor.seconds.items()}
+        return TrainResult((agent_state, replay), history, compile_seconds,
+                           time.perf_counter() - train_start,
+                           {**seconds, "learner_rollout_wait": learner_wait})
+    finally:
+        _shutdown(actor, envs, terminate=failed)
+
+
+def _next_rollout(rollouts: queue.Queue, actor: _Actor, env: HostEnv, envs: Any,
+                  config: HostLoopConfig) -> tuple[Rollout, dict]:
+    """The actor's next rollout, or the actor's error as a `HostLoopError`."""
+    while True:
+        try:
+            return rollouts.get(timeout=_POLL_SECONDS)
+        except queue.Empty:
+            if actor.error is not None:
+                raise HostLoopError(
+                    describe_env_error(env.name, envs, actor.error, config.step_timeout)
+                ) from actor.error
+            if not actor.is_alive():
+                raise HostLoopError(f"env {env.name}: the actor thread stopped early")
+
+
+def _shutdown(actor: Optional[_Actor], envs: Any, terminate: bool) -> None:
+    """Stop the actor thread and reap every worker process."""
+    if actor is not None:
+        actor.stop.set()
+        actor.join(timeout=1.0)
+        if actor.is_alive():  # blocked in a step: end the workers so that it wakes up
+            terminate = True
+            for process in envs.processes:
+                if process.is_alive():
+                    process.terminate()
+            actor.join(timeout=10.0)
+    try:
+        envs.close(terminate=terminate)
+    except Exception:  # a dead worker's pipe breaks Gymnasium's close: finish it here
+        for process in envs.processes:
+            if process.is_alive():
+                process.kill()
+            process.join(timeout=5.0)
+        for pipe in envs.parent_pipes:
+            if pipe is not None:
+                pipe.close()
+        envs.closed = True  # nothing left to close; keeps __del__ from trying again

@@ -1,0 +1,221 @@
+"""The host loop: Gymnasium envs in worker processes, acting and learning with the agents' own
+functions. Learning, determinism, autoreset semantics, faults and clean shutdown."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import multiprocessing
+import os
+import queue
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import envs
+from agents import dqn, ppo, sac
+from jaxrl_sys import host_loop
+from jaxrl_sys.host_loop import HostFns, HostLoopConfig, HostLoopError
+
+TESTS = Path(__file__).resolve().parent
+_spec = importlib.util.spec_from_file_location("train_script", TESTS.parent / "scripts" / "train.py")
+train_script = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(train_script)
+ROOT = TESTS.parent
+sys.path.insert(0, str(TESTS))  # workers import `host_envs` from here (spawn copies sys.path)
+
+
+def _children() -> list[int]:
+    """Live (non-zombie) processes whose parent is this test process, other than the
+    stdlib's resource tracker (one per process once `spawn` is used; it exits with us)."""
+    me, found = os.getpid(), []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == me and fields[0] != "Z":
+            try:
+                command = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"multiprocessing.resource_tracker" not in command:
+                found.append(int(entry.name))
+    return found
+
+
+def _marked_processes(marker: str) -> list[int]:
+    """Processes whose environment holds `marker` (a run's workers, wherever they were moved)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def _ppo(env_name: str, **overrides):
+    env = envs.make_host(env_name)
+    config = dataclasses.replace(ppo.default_config(env_name), **overrides)
+    return env, config, ppo.host_fns(ppo.make(env, config, axis_name=None))
+
+
+def _train(env, fns, config, staleness=1, **kwargs):
+    return host_loop.train(
+        env, fns, seed=0, num_iterations=config.num_iterations, iters_per_chunk=5,
+        config=HostLoopConfig(staleness=staleness, **kwargs),
+    )
+
+
+# ------------------------------------------------------------------------------------ learning
+
+
+def test_ppo_learns_gymnasium_cartpole():
+    env, config, fns = _ppo("gymnasium:CartPole-v1")  # the default config: 8 envs x 128 steps
+    result = _train(env, fns, config)
+    final = result.history[-1].mean_return
+    assert final >= 475.0, f"final mean return {final:.1f} after {config.total_steps} steps"
+    assert not _children()
+
+
+@pytest.mark.parametrize("agent, env_name, steps", [
+    ("dqn", "gymnasium:CartPole-v1", 2048),
+    ("sac", "gymnasium:Pendulum-v1", 1600),
+])
+def test_off_policy_agents_run_end_to_end(tmp_path, agent, env_name, steps):
+    """DQN and SAC train through the CLI's host loop past their warm-up, with finite losses."""
+    overrides = ["--set", "learning_starts=800"]
+    code = train_script.main(["--agent", agent, "--env", env_name, "--total-steps", str(steps),
+                 "--chunks", "4", "--no-progress", "--run-root", str(tmp_path), *overrides])
+    assert code == 0
+    (run_dir,) = tmp_path.iterdir()
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    loss_key = "loss" if agent == "dqn" else "critic_loss"
+    assert rows[-1]["env_steps"] >= steps
+    assert rows[-1][loss_key] is not None and np.isfinite(rows[-1][loss_key])
+    assert rows[-1]["mean_return"] is not None
+    assert not _children()
+
+
+# -------------------------------------------------------------------------------- determinism
+
+
+@pytest.mark.parametrize("staleness", [0, 2])
+def test_same_seed_same_run(staleness):
+    env, config, fns = _ppo("gymnasium:CartPole-v1", num_envs=2, num_steps=64, total_steps=512)
+    runs = [_train(env, fns, config, staleness=staleness) for _ in range(2)]
+    first, second = (jax.device_get(r.carry[0].params) for r in runs)
+    jax.tree.map(np.testing.assert_array_equal, first, second)
+    assert runs[0].history[-1].returns.tolist() == runs[1].history[-1].returns.tolist()
+
+
+# ---------------------------------------------------------------------------------- semantics
+
+
+def test_rollouts_keep_episodes_apart():
+    """SAME_STEP autoreset: no transition crosses an episode boundary; next_obs at an episode's
+    end is its last observation; terminated vs truncated kept apart; episode statistics."""
+    env = envs.make_host("gymnasium:host_envs:Counter-v0", terminate_at=4)
+    steps, num_envs = 12, 2
+    fns = HostFns(
+        init=None, actor_params=None, learn=None, num_envs=num_envs, rollout_steps=steps,
+        # env 0 always takes action 1 (terminates at count 4), env 1 action 0 (truncated at 5)
+        act=lambda params, obs, key, env_steps: ((jnp.arange(obs.shape[0]) + 1) % 2, {}),
+    )
+    vector = env.make_vector(num_envs, "spawn")
+    try:
+        raw_obs, _ = vector.reset(seed=0)
+        store = host_loop._ParamStore(staleness=0)
+        store.publish(0, {})
+        rollouts: queue.Queue = queue.Queue()
+        actor = host_loop._Actor(env, vector, env.encode_obs(raw_obs), host_loop._act_fn(fns),
+                                 store, rollouts, jax.random.PRNGKey(0), 1, steps,
+                                 HostLoopConfig())
+        actor.run()  # in this thread: one rollout
+        assert actor.error is None
+        rollout, episodes = rollouts.get_nowait()
+    finally:
+        vector.close()
+    obs, next_obs = np.asarray(rollout.obs)[..., 0], np.asarray(rollout.next_obs)[..., 0]
+    terminated, truncated = np.asarray(rollout.terminated), np.asarray(rollout.truncated)
+    np.testing.assert_array_equal(next_obs, obs + 1)  # never the next episode's first obs
+    np.testing.assert_array_equal(np.asarray(rollout.reward), obs + 1)
+    # env 0 ends (terminated) at counts 4, 8, 12; env 1 ends (truncated) at counts 5, 10
+    np.testing.assert_array_equal(np.flatnonzero(terminated[:, 0]), [3, 7, 11])
+    np.testing.assert_array_equal(np.flatnonzero(truncated[:, 1]), [4, 9])
+    assert not terminated[:, 1].any() and not truncated[:, 0].any()
+    np.testing.assert_array_equal(obs[:, 0], [0, 1, 2, 3] * 3)
+    np.testing.assert_array_equal(obs[:, 1], [0, 1, 2, 3, 4] * 2 + [0, 1])
+    assert episodes["episode_count"] == 5
+    assert episodes["episode_length_sum"] == 3 * 4 + 2 * 5
+    assert episodes["episode_return_sum"] == 3 * (1 + 2 + 3 + 4) + 2 * (1 + 2 + 3 + 4 + 5)
+
+
+def test_discrete_observations_are_one_hot_and_actions_offset():
+    env = envs.make_host("gymnasium:FrozenLake-v1")
+    assert env.spec.obs_shape == (16,)
+    np.testing.assert_array_equal(env.encode_obs(np.array([0, 5])), np.eye(16)[[0, 5]])
+    assert env.decode_actions(np.array([3])).tolist() == [3]
+
+
+# ------------------------------------------------------------------------------------- faults
+
+
+@pytest.mark.parametrize("how, expected", [
+    ("exit", r"workers 0, 1 died \(exit codes 3, 3\)"),
+    ("hang", r"a worker gave no step result within 3 s"),
+])
+def test_dead_or_hung_worker_stops_the_run(how, expected):
+    env = envs.make_host("gymnasium:host_envs:FailingCartPole-v0", fail_at=20, how=how)
+    config = dataclasses.replace(ppo.default_config("CartPole-v1"), num_envs=2, num_steps=16,
+                                 total_steps=2048)
+    fns = ppo.host_fns(ppo.make(env, config, axis_name=None))
+    with pytest.raises(HostLoopError, match=f"gymnasium:host_envs:FailingCartPole-v0: {expected}"):
+        _train(env, fns, config, step_timeout=3.0)
+    assert not multiprocessing.active_children()
+    assert not _children()
+
+
+def test_env_raising_at_step_k_ends_the_cli_run_without_orphans(tmp_path):
+    marker = f"JAXRL_HOST_LOOP_TEST_{uuid.uuid4().hex}"
+    env = {**os.environ, marker: "1", "PYTHONPATH": os.pathsep.join([str(TESTS), str(ROOT)])}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "train.py"), "--agent", "ppo",
+         "--env", "gymnasium:host_envs:FailingCartPole-v0", "--set", "env.fail_at=40",
+         "--set", "num_envs=2", "--total-steps", "4096", "--no-progress",
+         "--run-root", str(tmp_path)],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last == ("error: env gymnasium:host_envs:FailingCartPole-v0: workers 0, 1 "
+                    "raised RuntimeError: injected failure at step 40"), last
+    assert not _marked_processes(marker)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--env", "gymnasium:CartPol-v1"], "unknown env 'gymnasium:CartPol-v1'"),
+    (["--env", "gymnasium:CartPole-v1", "--set", "env.bogus=1"], "bad param(s) for env"),
+    (["--env", "gymnasium:Blackjack-v1"], "observation space Tuple"),
+    (["--agent", "muzero", "--env", "gymnasium:CartPole-v1"], "has no host loop"),
+    (["--env", "gymnasium:CartPole-v1", "--seeds", "2"], "one seed on one device"),
+    (["--agent", "sac", "--env", "gymnasium:CartPole-v1"], "discrete"),
+    (["--env", "gymnasium:CartPole-v1", "--staleness", "-1"], "--staleness must be >= 0"),
+])
+def test_bad_host_loop_input_is_one_line_exit_2(capsys, argv, message):
+    assert train_script.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err
