@@ -190,23 +190,22 @@ class _Actor(threading.Thread):
 
     def _run(self) -> None:
         num_envs = self.obs.shape[0]
-        episode_return = np.zeros(num_envs, np.float64)
-        episode_length = np.zeros(num_envs, np.int64)
+        episodes = EpisodeTracker(num_envs)
         for iteration in range(self.num_iterations):
             clock = time.perf_counter()
             params = self.store.get(max(0, iteration - self.config.staleness), self.stop)
             now = time.perf_counter()
             self.seconds["param_wait"] += now - clock
             clock = now
-            records: dict[str, list] = {k: [] for k in Rollout._fields}
-            sums = dict.fromkeys(EPISODE_KEYS, 0.0)
+            host = _HostRollout(self.steps, self.obs)
+            extras = []
             for t in range(self.steps):
                 if self.stop.is_set():
                     raise _Stopped
-                step = iteration * self.steps + t
-                action, extras = jax.device_get(
-                    self.act(params, self.obs, self.key, np.int32(step), np.int32(step * num_envs))
-                )
+                action, step_extras = self.act(params, self.obs, self.key,
+                                               np.int32(iteration * self.steps + t))
+                action = np.asarray(action)  # the only device-to-host copy of a step
+                extras.append(step_extras)
                 now = time.perf_counter()
                 self.seconds["act"] += now - clock
                 clock = now
@@ -218,43 +217,86 @@ class _Actor(threading.Thread):
                 self.seconds["env"] += now - clock
                 clock = now
                 next_obs = self.env.encode_obs(raw_obs)
-                done = np.logical_or(terminated, truncated)
-                final_obs = next_obs
-                if done.any():  # SAME_STEP autoreset: the ended episode's last obs is in info
-                    final_obs = next_obs.copy()
+                done = host.record(t, self.obs, action, reward, terminated, truncated, next_obs)
+                if done.any():  # SAME_STEP autoreset: the ended episodes' last obs are in info
                     for i in np.flatnonzero(done):
-                        final_obs[i] = self.env.encode_obs(np.asarray(info["final_obs"][i])[None])[0]
-                episode_return += reward
-                episode_length += 1
-                sums["episode_return_sum"] += float(episode_return[done].sum())
-                sums["episode_length_sum"] += float(episode_length[done].sum())
-                sums["episode_count"] += float(done.sum())
-                episode_return[done] = 0.0
-                episode_length[done] = 0
-                for name, value in (("obs", self.obs), ("action", action), ("reward", reward),
-                                    ("terminated", terminated), ("truncated", truncated),
-                                    ("next_obs", final_obs), ("extras", extras)):
-                    records[name].append(value)
+                        host.next_obs[t, i] = self.env.encode_obs(
+                            np.asarray(info["final_obs"][i])[None]
+                        )[0]
+                episodes.step(reward, done)
                 self.obs = next_obs
                 now = time.perf_counter()
                 self.seconds["host"] += now - clock
                 clock = now
-            stacked = Rollout(
-                obs=np.stack(records["obs"]),
-                action=np.stack(records["action"]),
-                reward=np.stack(records["reward"]).astype(np.float32),
-                terminated=np.stack(records["terminated"]).astype(bool),
-                truncated=np.stack(records["truncated"]).astype(bool),
-                next_obs=np.stack(records["next_obs"]),
-                extras={k: np.stack([e[k] for e in records["extras"]]) for k in records["extras"][0]},
+            # host data in one transfer; `act`'s extras never left the device
+            rollout = jax.device_put(host.rollout()._replace(extras=None))._replace(
+                extras=_stack_steps(extras)
             )
-            rollout = jax.device_put(stacked)  # one transfer per rollout
             self.seconds["host"] += time.perf_counter() - clock
-            self._put((rollout, sums))
+            self._put((rollout, episodes.take_sums()))
+
+
+class _HostRollout:
+    """Preallocated host buffers for one rollout, filled step by step."""
+
+    def __init__(self, steps: int, example_obs: np.ndarray) -> None:
+        num_envs = example_obs.shape[0]
+        self.obs = np.empty((steps, *example_obs.shape), np.float32)
+        self.next_obs = np.empty_like(self.obs)
+        self.action: Optional[np.ndarray] = None
+        self.reward = np.empty((steps, num_envs), np.float32)
+        self.terminated = np.empty((steps, num_envs), bool)
+        self.truncated = np.empty((steps, num_envs), bool)
+
+    def record(self, t: int, obs, action, reward, terminated, truncated, next_obs) -> np.ndarray:
+        """Store step t; returns which envs ended an episode at it."""
+        if self.action is None:
+            self.action = np.empty((self.obs.shape[0], *action.shape), action.dtype)
+        self.obs[t], self.action[t], self.reward[t] = obs, action, reward
+        self.terminated[t], self.truncated[t], self.next_obs[t] = terminated, truncated, next_obs
+        return self.terminated[t] | self.truncated[t]
+
+    def rollout(self) -> Rollout:
+        return Rollout(self.obs, self.action, self.reward, self.terminated, self.truncated,
+                       self.next_obs, extras={})
+
+
+class EpisodeTracker:
+    """Returns (undiscounted, unscaled rewards) and lengths of episodes as they finish, summed
+    like `jaxrl_sys.rollout.episode_metrics` so that both loops report the same quantities."""
+
+    def __init__(self, num_envs: int) -> None:
+        self.episode_return = np.zeros(num_envs, np.float64)
+        self.episode_length = np.zeros(num_envs, np.int64)
+        self.sums = dict.fromkeys(EPISODE_KEYS, 0.0)
+
+    def step(self, reward: np.ndarray, done: np.ndarray) -> None:
+        self.episode_return += reward
+        self.episode_length += 1
+        if done.any():
+            self.sums["episode_return_sum"] += float(self.episode_return[done].sum())
+            self.sums["episode_length_sum"] += float(self.episode_length[done].sum())
+            self.sums["episode_count"] += float(done.sum())
+            self.episode_return[done] = 0.0
+            self.episode_length[done] = 0
+
+    def take_sums(self) -> dict[str, float]:
+        """The sums since the last call (then reset)."""
+        sums, self.sums = self.sums, dict.fromkeys(EPISODE_KEYS, 0.0)
+        return sums
+
+
+@jax.jit
+def _stack_steps(per_step: list) -> PyTree:
+    """Per-step device pytrees stacked along a new leading time axis, on device."""
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *per_step)
 
 
 def _act_fn(fns: HostFns) -> Callable:
-    def act(params, obs, key, step, env_steps):
+    """`fns.act` with the step's key and env-step count derived on device from its index."""
+
+    def act(params, obs, key, step):
+        env_steps = step * fns.num_envs
         return fns.act(params, obs, jax.random.fold_in(key, step), env_steps)
 
     return jax.jit(act)
@@ -264,9 +306,7 @@ def _rollout_shapes(fns: HostFns, env: HostEnv, params: PyTree, act: Callable) -
     """Abstract shapes of one rollout, to compile `learn` before the workers start stepping."""
     b, t = fns.num_envs, fns.rollout_steps
     obs = jax.ShapeDtypeStruct((b, *env.spec.obs_shape), jnp.float32)
-    action, extras = jax.eval_shape(
-        act, params, obs, jax.random.PRNGKey(0), np.int32(0), np.int32(0)
-    )
+    action, extras = jax.eval_shape(act, params, obs, jax.random.PRNGKey(0), np.int32(0))
 
     def over_time(x):
         return jax.ShapeDtypeStruct((t, *x.shape), x.dtype)
@@ -322,7 +362,8 @@ def train(
             agent_state, replay, _rollout_shapes(fns, env, params, act), learn_key
         ).compile()
         first_obs = env.encode_obs(raw_obs)
-        jax.block_until_ready(act(params, first_obs, actor_key, np.int32(0), np.int32(0)))
+        _, extras = act(params, first_obs, actor_key, np.int32(0))
+        jax.block_until_ready(_stack_steps([extras] * fns.rollout_steps))
         compile_seconds = time.perf_counter() - start
 
         store = _ParamStore(config.staleness)
@@ -368,6 +409,8 @@ def _next_rollout(rollouts: queue.Queue, actor: _Actor, env: HostEnv, envs: Any,
         try:
             return rollouts.get(timeout=_POLL_SECONDS)
         except queue.Empty:
+            if isinstance(actor.error, KeyboardInterrupt):  # Ctrl-C reached the workers first
+                raise KeyboardInterrupt
             if actor.error is not None:
                 raise HostLoopError(
                     describe_env_error(env.name, envs, actor.error, config.step_timeout)

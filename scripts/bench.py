@@ -169,8 +169,8 @@ def main() -> int:
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("--sizes", default="4,64,1024", help="comma-separated env counts")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--sections", default="ppo,agents,muzero,replay",
-                        help="comma-separated: ppo, agents, muzero, replay")
+    parser.add_argument("--sections", default="ppo,agents,muzero,replay,host",
+                        help="comma-separated: ppo, agents, muzero, replay, host")
     args = parser.parse_args()
     try:
         sizes = [int(s) for s in args.sizes.split(",")]
@@ -202,6 +202,11 @@ def main() -> int:
 
         print("## Replay add + sample, one device\n")
         print("\n".join(replay_table(repeats=3)) + "\n")
+    if "host" in sections:
+        from bench_host import host_table
+
+        print("## Host loop (gymnasium: envs in worker processes)\n")
+        print("\n".join(host_table(repeats=args.repeats)) + "\n")
     return 0
 
 

@@ -9,8 +9,10 @@ import json
 import multiprocessing
 import os
 import queue
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -84,10 +86,16 @@ def _train(env, fns, config, staleness=1, **kwargs):
 
 
 def test_ppo_learns_gymnasium_cartpole():
-    env, config, fns = _ppo("gymnasium:CartPole-v1")  # the default config: 8 envs x 128 steps
-    result = _train(env, fns, config)
+    """The default config (8 worker processes) within its 150k steps: training stops at the
+    first chunk (20 iterations, 5120 steps) whose finished episodes average >= 475."""
+    env, config, fns = _ppo("gymnasium:CartPole-v1")
+    result = host_loop.train(
+        env, fns, seed=0, num_iterations=config.num_iterations, iters_per_chunk=20,
+        on_chunk=lambda summary, seconds: summary.mean_return >= 475.0,
+    )
     final = result.history[-1].mean_return
-    assert final >= 475.0, f"final mean return {final:.1f} after {config.total_steps} steps"
+    steps = len(result.history) * 20 * config.steps_per_iteration
+    assert final >= 475.0, f"mean return {final:.1f} after {steps} steps"
     assert not _children()
 
 
@@ -203,6 +211,39 @@ def test_env_raising_at_step_k_ends_the_cli_run_without_orphans(tmp_path):
     last = proc.stderr.strip().splitlines()[-1]
     assert last == ("error: env gymnasium:host_envs:FailingCartPole-v0: workers 0, 1 "
                     "raised RuntimeError: injected failure at step 40"), last
+    assert not _marked_processes(marker)
+
+
+def test_ctrl_c_reaps_the_workers(tmp_path):
+    """SIGINT to the run's process group (what Ctrl-C in a terminal sends): exit 130, no
+    worker left behind."""
+    marker = f"JAXRL_HOST_LOOP_TEST_{uuid.uuid4().hex}"
+    env = {**os.environ, marker: "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "scripts" / "train.py"), "--agent", "ppo",
+         "--env", "gymnasium:CartPole-v1", "--set", "num_envs=2", "--set", "num_steps=32",
+         "--total-steps", "10000000", "--chunks", "100000", "--no-progress",
+         "--run-root", str(tmp_path)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while not list(tmp_path.glob("*/metrics.jsonl")) or not any(
+            f.stat().st_size for f in tmp_path.glob("*/metrics.jsonl")
+        ):  # training (and so stepping) has begun
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, stderr[-2000:]
+    assert stderr.strip().splitlines()[-1] == "interrupted"
+    deadline = time.monotonic() + 10
+    while _marked_processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert not _marked_processes(marker)
 
 
