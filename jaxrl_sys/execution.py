@@ -33,6 +33,15 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from jaxrl_sys.types import Metrics, PyTree
 
 DEVICE_AXIS = "device"
+STATE_FINITE = "state_finite"  # the chunk metric the driver's non-finite check reads
+
+
+def all_finite(tree: PyTree) -> jax.Array:
+    """Whether every floating-point leaf of `tree` is finite (a bool scalar)."""
+    leaves = [x for x in jax.tree.leaves(tree) if jnp.issubdtype(x.dtype, jnp.floating)]
+    if not leaves:
+        return jnp.array(True)
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
 
 InitFn = Callable[[jax.Array, jax.Array], tuple[PyTree, PyTree]]
 StepFn = Callable[[PyTree, PyTree, jax.Array], tuple[PyTree, PyTree, Metrics]]
@@ -141,6 +150,7 @@ def place(
             return Carry(agent_state, env_state, key), metrics
 
         carry, metrics = jax.lax.scan(body, carry, None, length=iters_per_chunk)
+        metrics[STATE_FINITE] = all_finite(carry.agent_state)  # for the driver's NaN guard
         if eval_fn is not None and eval_episodes > 0:
             local = eval_episodes // num_devices
             ids = jax.lax.axis_index(DEVICE_AXIS) * local + jnp.arange(local, dtype=jnp.int32)

@@ -13,6 +13,7 @@ PROCESS_START = time.perf_counter()
 
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402
+import json  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
@@ -24,6 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 class UsageError(Exception):
     """Bad command-line input: printed as one line, exit code 2."""
+
+
+class TrainingStopped(Exception):
+    """A run stopped by a fault at run time (not bad input): one line, exit code 1."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -49,6 +54,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop once the mean return over seeds reaches this value")
     p.add_argument("--run-root", default="runs", help="directory that holds run directories")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--checkpoint-every", type=int, default=5,
+                   help="save a checkpoint every N chunks (and at the end); 0: only at the end")
+    p.add_argument("--keep-checkpoints", type=int, default=3, help="checkpoints kept (the last k)")
+    p.add_argument("--no-save-replay", action="store_true",
+                   help="leave replay buffers out of checkpoints (smaller; resumed runs then "
+                        "start with empty replay and are no longer exact)")
+    p.add_argument("--resume", default=None, metavar="RUN_DIR",
+                   help="continue the run in RUN_DIR from its latest checkpoint, with the "
+                        "flags it was started with")
     p.add_argument("--staleness", type=int, default=1,
                    help="host loop (gymnasium: envs): updates the acting parameters may lag "
                         "the learner by; 0 alternates acting and learning")
@@ -67,6 +81,10 @@ def check_counts(args: argparse.Namespace) -> None:
         raise UsageError(f"--eval-episodes must be >= 0, got {args.eval_episodes}")
     if args.seed < 0:
         raise UsageError(f"--seed must be >= 0, got {args.seed}")
+    if args.checkpoint_every < 0:
+        raise UsageError(f"--checkpoint-every must be >= 0, got {args.checkpoint_every}")
+    if args.keep_checkpoints < 1:
+        raise UsageError(f"--keep-checkpoints must be >= 1, got {args.keep_checkpoints}")
     if args.staleness < 0:
         raise UsageError(f"--staleness must be >= 0, got {args.staleness}")
     if not args.step_timeout > 0:
@@ -88,8 +106,34 @@ def check_host_loop(args: argparse.Namespace, agent_module, config) -> None:
         raise UsageError("normalize_obs is not available for gymnasium: envs")
 
 
+RUN_ARGS_FILE = "args.json"  # the flags a run was started with, for --resume
+_RESUME_KEEPS = ("resume", "no_progress")  # flags a resumed run takes from its own command line
+
+
+def resumed_args(args: argparse.Namespace) -> argparse.Namespace:
+    """The flags the run in `args.resume` was started with (plus this command's --no-progress)."""
+    import json
+
+    from jaxrl_sys.checkpoint import CheckpointError
+
+    run_dir = Path(args.resume)
+    if not run_dir.is_dir():
+        raise CheckpointError(f"no run directory at {run_dir}")
+    try:
+        stored = json.loads((run_dir / RUN_ARGS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise CheckpointError(f"{run_dir} is not a resumable run ({RUN_ARGS_FILE}: "
+                              f"{type(error).__name__})") from None
+    merged = vars(build_parser().parse_args([]))
+    merged.update({k: v for k, v in stored.items() if k in merged})
+    merged.update({k: getattr(args, k) for k in _RESUME_KEEPS})
+    return argparse.Namespace(**merged)
+
+
 def run(args: argparse.Namespace) -> int:
     """Everything after argument parsing; raises the user-facing errors caught by main()."""
+    if args.resume is not None:
+        args = resumed_args(args)
     check_counts(args)
     from jaxrl_sys.devices import describe, request_devices
 
@@ -149,7 +193,15 @@ def run(args: argparse.Namespace) -> int:
     steps_per_chunk = iters_per_chunk * config.steps_per_iteration  # per seed
     threshold = args.target_return if args.target_return is not None else envs.reward_threshold(env_name)
 
-    run_dir = make_run_dir(args.run_root, args.agent, env_name)
+    if args.resume is not None:
+        run_dir = Path(args.resume)
+        if host:
+            raise UsageError("runs of gymnasium: envs cannot be resumed (their env state lives "
+                             "in worker processes)")
+    else:
+        run_dir = make_run_dir(args.run_root, args.agent, env_name)
+        stored = {k: v for k, v in vars(args).items() if k not in _RESUME_KEEPS}
+        (run_dir / RUN_ARGS_FILE).write_text(json.dumps(stored, indent=2) + "\n", encoding="utf-8")
     print(
         f"{args.agent} on {env_name}: {args.seeds} seed(s) on {describe()} using {args.devices}, "
         f"{num_chunks} chunks x {iters_per_chunk} iterations x {config.steps_per_iteration} "
@@ -159,11 +211,29 @@ def run(args: argparse.Namespace) -> int:
     logger = RunLogger(
         run_dir,
         total_steps=num_chunks * steps_per_chunk * args.seeds,
-        config={"agent": args.agent, "env": env_name, "seeds": seeds.tolist(),
-                "devices": args.devices, **config_to_dict(config)},
+        config=None if args.resume else {
+            "agent": args.agent, "env": env_name, "seeds": seeds.tolist(),
+            "devices": args.devices, **config_to_dict(config),
+        },
         progress=not args.no_progress,
     )
     solved_at: dict[str, float] = {}
+    checkpointer = None
+    restored, start_chunk = None, 0  # a resumed run continues after its checkpoint's chunk
+    if not host:
+        from jaxrl_sys.checkpoint import Checkpointer
+
+        checkpointer = Checkpointer(run_dir, keep=args.keep_checkpoints,
+                                    save_replay=not args.no_save_replay,
+                                    create=args.resume is None)
+        if args.resume is not None:
+            restored, record = checkpointer.restore(runner.init(seeds))
+            start_chunk = int(record["chunk"]) + 1
+            solved_at.update(record.get("solved_at", {}))
+            print(f"resuming {run_dir} after chunk {start_chunk - 1}", file=sys.stderr)
+
+    def on_checkpoint(chunk: int, carry) -> None:
+        checkpointer.save(chunk, carry, {"solved_at": solved_at})
 
     def on_chunk(summary: driver.ChunkSummary, train_seconds: float) -> bool:
         steps_per_seed = (summary.chunk + 1) * steps_per_chunk
@@ -200,11 +270,27 @@ def run(args: argparse.Namespace) -> int:
         finally:
             logger.close()
     else:
-        result = driver.train(runner, seeds, num_chunks, on_chunk)
+        try:
+            result = driver.train(
+                runner, seeds, num_chunks, on_chunk, carry=restored, start_chunk=start_chunk,
+                checkpoint_every=args.checkpoint_every, on_checkpoint=on_checkpoint,
+            )
+        except driver.NonFiniteError as error:
+            logger.close()
+            last = checkpointer.latest_chunk()
+            kept = (f"last good checkpoint: chunk {last} (resume with --resume {run_dir})"
+                    if last is not None else "no checkpoint was saved before it")
+            raise TrainingStopped(f"{error}; {kept}") from None
+        finally:
+            checkpointer.close()
     logger.close()
+    if not result.history:
+        print(f"done: nothing left to run in {run_dir}")
+        return 0
     final = result.history[-1]
-    steps = len(result.history) * steps_per_chunk
+    steps = len(result.history) * steps_per_chunk  # in this process
     rate = steps * args.seeds / result.train_seconds
+    steps += start_chunk * steps_per_chunk
     solved = (
         f"reached {threshold:g} at {solved_at['process_seconds']:.1f} s after start "
         f"({solved_at['train_seconds']:.1f} s training, {solved_at['steps_per_seed']:,} steps/seed)"
@@ -230,20 +316,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from agents import UnknownAgentError
     from envs import UnknownEnvError
     from envs.gymnasium_env import UnsupportedEnvError
+    from jaxrl_sys.checkpoint import CheckpointError
     from envs.registry import EnvParamError
     from jaxrl_sys.config import ConfigError
     from jaxrl_sys.execution import PlacementError
     from jaxrl_sys.host_loop import HostLoopError
 
     user_errors = (UsageError, UnknownAgentError, UnknownEnvError, EnvParamError, ConfigError,
-                   PlacementError, UnsupportedEnvError)
+                   PlacementError, UnsupportedEnvError, CheckpointError)
     try:
         args = build_parser().parse_args(argv)
         return run(args)
     except user_errors as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except HostLoopError as error:  # an env failed at run time: not bad input
+    except (HostLoopError, TrainingStopped) as error:  # faults at run time: not bad input
         print(f"error: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -1,0 +1,112 @@
+"""Checkpoints: a run killed with SIGKILL and resumed ends exactly where an uninterrupted run
+does; missing or corrupt checkpoints are one-line errors; the non-finite guard keeps the last
+good checkpoint."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from jaxrl_sys.checkpoint import Checkpointer
+
+ROOT = Path(__file__).resolve().parent.parent
+TRAIN = ROOT / "scripts" / "train.py"
+
+
+def train_command(*args: str) -> list[str]:
+    return [sys.executable, str(TRAIN), "--no-progress", *args]
+
+
+def run_train(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(train_command(*args), capture_output=True, text=True, timeout=600)
+
+
+def only_run_dir(root: Path) -> Path:
+    (run_dir,) = [p for p in root.iterdir() if p.is_dir()]
+    return run_dir
+
+
+def saved_state(run_dir: Path) -> dict:
+    checkpointer = Checkpointer(run_dir, create=False)
+    try:
+        return checkpointer.latest_chunk(), checkpointer.read_raw()
+    finally:
+        checkpointer.close()
+
+
+@pytest.mark.parametrize("agent, steps", [("ppo", 12 * 1024), ("dqn", 12 * 512)])
+def test_killed_run_resumes_exactly(tmp_path, agent, steps):
+    common = ["--agent", agent, "--total-steps", str(steps), "--chunks", "12",
+              "--checkpoint-every", "1", "--seed", "3", "--eval-episodes", "0"]
+    full = run_train(*common, "--run-root", str(tmp_path / "full"))
+    assert full.returncode == 0, full.stderr[-2000:]
+
+    killed_root = tmp_path / "killed"
+    proc = subprocess.Popen(train_command(*common, "--run-root", str(killed_root)),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300  # kill once a finished (renamed, not -tmp) one exists
+    while not [p for p in killed_root.glob("*/checkpoints/*") if p.name.isdigit()]:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()[-2000:]
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    run_dir = only_run_dir(killed_root)
+    killed_at, _ = saved_state(run_dir)
+    assert killed_at < 11, "the run ended before it was killed; nothing was resumed"
+
+    resumed = run_train("--resume", str(run_dir))
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert f"resuming {run_dir} after chunk {killed_at}" in resumed.stderr
+
+    chunk_full, state_full = saved_state(only_run_dir(tmp_path / "full"))
+    chunk_resumed, state_resumed = saved_state(run_dir)
+    assert chunk_full == chunk_resumed == 11
+    jax.tree.map(np.testing.assert_array_equal, state_full, state_resumed)
+
+
+def test_missing_run_directory_is_one_line_exit_2(tmp_path):
+    result = run_train("--resume", str(tmp_path / "nope"))
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"error: no run directory at {tmp_path / 'nope'}"
+
+
+def test_corrupt_checkpoint_is_one_line_exit_2(tmp_path):
+    first = run_train("--total-steps", "4096", "--chunks", "2", "--run-root", str(tmp_path))
+    assert first.returncode == 0, first.stderr[-2000:]
+    run_dir = only_run_dir(tmp_path)
+    for path in (run_dir / "checkpoints").rglob("*"):
+        if path.is_file() and "state" in path.parts:
+            path.write_bytes(b"\0" * 16)
+    result = run_train("--resume", str(run_dir))
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines[-1].startswith("error: cannot restore checkpoint"), lines
+    assert "Traceback" not in result.stderr
+
+
+def test_divergence_stops_with_a_resumable_last_good_checkpoint(tmp_path):
+    """DQN with an absurd learning rate: finite until learning starts (chunk 0 is saved),
+    then the parameters blow up; the run stops naming the chunk and the metrics."""
+    args = ["--agent", "dqn", "--total-steps", "8192", "--chunks", "8", "--checkpoint-every", "1",
+            "--eval-episodes", "0", "--set", "learning_rate=1e30", "--set", "learning_starts=2048"]
+    result = run_train(*args, "--run-root", str(tmp_path))
+    assert result.returncode == 1, result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    run_dir = only_run_dir(tmp_path)
+    assert last.startswith("error: non-finite parameters or optimiser state in chunk 1 (loss="), last
+    assert last.endswith(f"last good checkpoint: chunk 0 (resume with --resume {run_dir})"), last
+    chunk, _ = saved_state(run_dir)
+    assert chunk == 0
+
+    resumed = run_train("--resume", str(run_dir))
+    assert f"resuming {run_dir} after chunk 0" in resumed.stderr
+    assert resumed.returncode == 1  # the same config diverges again, from the restored state
