@@ -130,6 +130,44 @@ def resumed_args(args: argparse.Namespace) -> argparse.Namespace:
     return argparse.Namespace(**merged)
 
 
+@dataclasses.dataclass
+class AgentSetup:
+    """An agent built from a run's flags (shared by train.py and evaluate.py)."""
+
+    module: object
+    env_name: str
+    env: object
+    env_kwargs: dict
+    config: object
+    agent: object
+    host: bool
+
+
+def build_agent(args: argparse.Namespace) -> AgentSetup:
+    """The agent module, env, config and agent that `args` (train.py's flags) describe."""
+    import agents
+    import envs
+    from jaxrl_sys.config import apply_overrides, split_env_overrides
+
+    module = agents.load(args.agent)
+    env_name = args.env or module.DEFAULT_ENV
+    config = module.default_config(env_name)
+    if args.total_steps is not None:
+        config = dataclasses.replace(config, total_steps=args.total_steps)
+    agent_pairs, env_kwargs = split_env_overrides(args.overrides)
+    config = apply_overrides(config, agent_pairs)
+    host = envs.is_host_env(env_name)
+    if host:
+        check_host_loop(args, module, config)
+        env = envs.make_host(env_name, **env_kwargs)
+        agent = module.make(env, config, axis_name=None)
+    else:
+        env = envs.make(env_name, normalize_obs=getattr(config, "normalize_obs", False),
+                        **env_kwargs)
+        agent = module.make(env, config)
+    return AgentSetup(module, env_name, env, env_kwargs, config, agent, host)
+
+
 def run(args: argparse.Namespace) -> int:
     """Everything after argument parsing; raises the user-facing errors caught by main()."""
     if args.resume is not None:
@@ -141,29 +179,17 @@ def run(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    import agents
     import envs
     from jaxrl_sys import driver
-    from jaxrl_sys.config import apply_overrides, config_to_dict, split_env_overrides
+    from jaxrl_sys.config import config_to_dict
     from jaxrl_sys.execution import place
     from jaxrl_sys.metrics import RunLogger, make_run_dir
 
-    agent_module = agents.load(args.agent)
-    env_name = args.env or agent_module.DEFAULT_ENV
-    config = agent_module.default_config(env_name)
-    if args.total_steps is not None:
-        config = dataclasses.replace(config, total_steps=args.total_steps)
-    agent_pairs, env_kwargs = split_env_overrides(args.overrides)
-    config = apply_overrides(config, agent_pairs)
-    host = envs.is_host_env(env_name)
-    if host:
-        check_host_loop(args, agent_module, config)
-        env = envs.make_host(env_name, **env_kwargs)
-        agent = agent_module.make(env, config, axis_name=None)
-    else:
-        env = envs.make(env_name, normalize_obs=getattr(config, "normalize_obs", False),
-                        **env_kwargs)
-        agent = agent_module.make(env, config)
+    setup = build_agent(args)
+    agent_module, env_name, env, config, agent = (
+        setup.module, setup.env_name, setup.env, setup.config, setup.agent
+    )
+    env_kwargs, host = setup.env_kwargs, setup.host
     eval_episodes = (
         args.eval_episodes if args.eval_episodes is not None
         else 0 if host else getattr(agent_module, "DEFAULT_EVAL_EPISODES", 0)

@@ -22,13 +22,14 @@ import numpy as np
 import pytest
 
 import envs
-from agents import dqn, ppo, sac
+from agents import ppo
 from jaxrl_sys import host_loop
 from jaxrl_sys.host_loop import HostFns, HostLoopConfig, HostLoopError
 
 TESTS = Path(__file__).resolve().parent
 _spec = importlib.util.spec_from_file_location("train_script", TESTS.parent / "scripts" / "train.py")
 train_script = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = train_script  # dataclasses look their module up while it loads
 _spec.loader.exec_module(train_script)
 ROOT = TESTS.parent
 sys.path.insert(0, str(TESTS))  # workers import `host_envs` from here (spawn copies sys.path)

@@ -1,0 +1,82 @@
+"""RGB frames of gymnax classic-control states, drawn by Gymnasium's own renderers.
+
+gymnax envs do not draw themselves; their classic-control states hold the same physical
+quantities as Gymnasium's, so each state is copied into a Gymnasium env made with
+`render_mode="rgb_array"` and drawn there (Gymnasium draws with pygame: `pip install -e
+".[render]"`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+import numpy as np
+
+# gymnax name -> (Gymnasium id, gymnax state -> Gymnasium's `state` array)
+_CLASSIC: dict[str, tuple[str, Callable[[Any], np.ndarray]]] = {
+    "CartPole-v1": ("CartPole-v1", lambda s: [s.x, s.x_dot, s.theta, s.theta_dot]),
+    "Acrobot-v1": ("Acrobot-v1",
+                   lambda s: [s.joint_angle1, s.joint_angle2, s.velocity_1, s.velocity_2]),
+    "Pendulum-v1": ("Pendulum-v1", lambda s: [s.theta, s.theta_dot]),
+    "MountainCar-v0": ("MountainCar-v0", lambda s: [s.position, s.velocity]),
+    "MountainCarContinuous-v0": ("MountainCarContinuous-v0", lambda s: [s.position, s.velocity]),
+}
+
+
+class RenderError(ValueError):
+    """An env that cannot be drawn, or a missing drawing library; one line."""
+
+
+def can_render(name: str) -> bool:
+    return name in _CLASSIC or name.startswith("gymnasium:")
+
+
+def base_state(state: Any) -> Any:
+    """The innermost env state under our wrappers' states (which keep it in `env_state`)."""
+    while hasattr(state, "env_state"):
+        state = state.env_state
+    return state
+
+
+class ClassicControlRenderer:
+    """Draws the states of one gymnax classic-control env as RGB arrays [H, W, 3]."""
+
+    def __init__(self, name: str) -> None:
+        if name not in _CLASSIC:
+            known = ", ".join(sorted(_CLASSIC))
+            raise RenderError(f"env {name!r} cannot be rendered; renderable: {known} and "
+                              "gymnasium: envs")
+        for name_, value in (("SDL_VIDEODRIVER", "dummy"), ("SDL_AUDIODRIVER", "dummy"),
+                             ("PYGAME_HIDE_SUPPORT_PROMPT", "1")):
+            os.environ.setdefault(name_, value)  # headless: no window, no sound device
+        try:
+            import pygame  # noqa: F401  (Gymnasium draws with it)
+        except ImportError:
+            raise RenderError('rendering needs pygame: pip install -e ".[render]"') from None
+        import gymnasium
+
+        gym_id, self._to_gym = _CLASSIC[name]
+        self._env = gymnasium.make(gym_id, render_mode="rgb_array").unwrapped
+        self._env.reset(seed=0)
+
+    def frame(self, state: Any) -> np.ndarray:
+        state = base_state(state)
+        self._env.state = np.asarray([float(v) for v in self._to_gym(state)], np.float64)
+        if hasattr(state, "last_u"):  # the pendulum draws the last torque
+            self._env.last_u = float(state.last_u)
+        return np.asarray(self._env.render())
+
+    def close(self) -> None:
+        self._env.close()
+
+
+def write_gif(frames: list[np.ndarray], path: str, fps: int = 30) -> None:
+    """Frames [H, W, 3] uint8 to an animated GIF (Pillow)."""
+    try:
+        from PIL import Image
+    except ImportError:
+        raise RenderError('writing GIFs needs Pillow: pip install -e ".[render]"') from None
+    images = [Image.fromarray(np.asarray(f, np.uint8)) for f in frames]
+    images[0].save(path, save_all=True, append_images=images[1:], duration=int(1000 / fps),
+                   loop=0)

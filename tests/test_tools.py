@@ -1,0 +1,73 @@
+"""scripts/evaluate.py and scripts/plot.py on a short training's run directory."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(f"{name}_script", SCRIPTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
+    spec.loader.exec_module(module)
+    return module
+
+
+train, evaluate, plot = _load("train"), _load("evaluate"), _load("plot")
+
+
+@pytest.fixture(scope="module")
+def short_run(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("runs")
+    code = train.main(["--agent", "ppo", "--total-steps", "16384", "--chunks", "4", "--seeds", "2",
+                       "--no-progress", "--run-root", str(root)])
+    assert code == 0
+    (run_dir,) = root.iterdir()
+    return run_dir
+
+
+def test_evaluate_prints_mean_and_std_and_renders_a_gif(short_run, tmp_path, capsys):
+    gif = tmp_path / "episode.gif"
+    assert evaluate.main([str(short_run), "--episodes", "4", "--render", str(gif)]) == 0
+    out = capsys.readouterr().out
+    assert "checkpoint after chunk 3, 4 greedy episodes x 2 seed(s)" in out
+    assert re.search(r"^  seed 1: return \d+\.\d \+- \d+\.\d, length", out, re.M), out
+    assert re.search(r"^return \d+\.\d \+- \d+\.\d, length \d+\.\d \+- \d+\.\d$", out, re.M), out
+    with Image.open(gif) as image:
+        assert image.format == "GIF" and image.n_frames > 1
+        assert image.size == (600, 400)
+
+
+def test_plot_writes_a_png_with_seed_bands(short_run, tmp_path, capsys):
+    png = tmp_path / "curves.png"
+    assert plot.main([str(short_run), str(short_run), "--out", str(png)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    with Image.open(png) as image:
+        image.verify()
+        assert image.format == "PNG"
+    run = plot.load_run(short_run, "mean_return")
+    assert run["seeds"] == 2 and len(run["steps"]) == 4
+    assert (run["low"] <= run["mean"]).all() and (run["mean"] <= run["high"]).all()
+
+
+@pytest.mark.parametrize("tool, argv, message", [
+    ("evaluate", ["/no/such/run"], "no run directory at /no/such/run"),
+    ("evaluate", ["RUN", "--render", "out.mp4"], "--render must name a .gif file"),
+    ("evaluate", ["RUN", "--episodes", "0"], "--episodes must be >= 1"),
+    ("plot", ["/no/such/run"], "no run directory at /no/such/run"),
+    ("plot", ["RUN", "--out", "curves.jpg"], "--out must end in .png"),
+])
+def test_bad_input_is_one_line_exit_2(short_run, capsys, tool, argv, message):
+    module = {"evaluate": evaluate, "plot": plot}[tool]
+    argv = [str(short_run) if a == "RUN" else a for a in argv]
+    assert module.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: {message}" or (len(err.splitlines()) == 1 and message in err), err
