@@ -55,6 +55,8 @@ class Checkpointer:
         self._ocp = ocp
         self._manager = ocp.CheckpointManager(
             self.directory,
+            item_handlers={"state": ocp.StandardCheckpointHandler(),
+                           "record": ocp.JsonCheckpointHandler()},
             options=ocp.CheckpointManagerOptions(
                 max_to_keep=keep, create=create, enable_async_checkpointing=False
             ),
@@ -108,13 +110,20 @@ class Checkpointer:
         return state, record
 
     def read_raw(self, chunk: Optional[int] = None) -> dict:
-        """The saved arrays as nested dicts of arrays, without a template (for inspection)."""
+        """The saved arrays as nested dicts, all on this process's first device, without a
+        template: for inspection and comparison, whatever devices the run used."""
         ocp = self._ocp
         chunk = self.latest_chunk() if chunk is None else chunk
         if chunk is None:
             raise CheckpointError(f"no checkpoint in {self.directory}")
+        metadata = self._manager.item_metadata(chunk)["state"]
+        device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+        abstract = jax.tree.map(
+            lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device), metadata,
+            is_leaf=lambda m: hasattr(m, "shape") and hasattr(m, "dtype"),
+        )
         return self._manager.restore(
-            chunk, args=ocp.args.Composite(state=ocp.args.StandardRestore())
+            chunk, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract))
         ).state
 
     def close(self) -> None:

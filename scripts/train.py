@@ -63,6 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", default=None, metavar="RUN_DIR",
                    help="continue the run in RUN_DIR from its latest checkpoint, with the "
                         "flags it was started with")
+    p.add_argument("--coordinator", default=None, metavar="HOST:PORT",
+                   help="multi-process run: address of process 0 (with --num-processes, "
+                        "--process-id); under SLURM or Open MPI with several tasks, detected")
+    p.add_argument("--num-processes", type=int, default=None, help="multi-process run: P")
+    p.add_argument("--process-id", type=int, default=None, help="multi-process run: 0..P-1")
     p.add_argument("--staleness", type=int, default=1,
                    help="host loop (gymnasium: envs): updates the acting parameters may lag "
                         "the learner by; 0 alternates acting and learning")
@@ -106,8 +111,20 @@ def check_host_loop(args: argparse.Namespace, agent_module, config) -> None:
         raise UsageError("normalize_obs is not available for gymnasium: envs")
 
 
+class _SilentLogger:
+    """The logger of processes other than 0: they compute, process 0 writes."""
+
+    def log(self, env_steps: int, metrics: dict) -> None:
+        pass
+
+    def close(self) -> dict:
+        return {}
+
+
 RUN_ARGS_FILE = "args.json"  # the flags a run was started with, for --resume
-_RESUME_KEEPS = ("resume", "no_progress")  # flags a resumed run takes from its own command line
+# flags a resumed run takes from its own command line (the process layout may change too)
+_RESUME_KEEPS = ("resume", "no_progress")
+_PER_PROCESS = ("coordinator", "num_processes", "process_id")
 
 
 def resumed_args(args: argparse.Namespace) -> argparse.Namespace:
@@ -126,7 +143,7 @@ def resumed_args(args: argparse.Namespace) -> argparse.Namespace:
                               f"{type(error).__name__})") from None
     merged = vars(build_parser().parse_args([]))
     merged.update({k: v for k, v in stored.items() if k in merged})
-    merged.update({k: getattr(args, k) for k in _RESUME_KEEPS})
+    merged.update({k: getattr(args, k) for k in _RESUME_KEEPS + _PER_PROCESS if hasattr(args, k)})
     return argparse.Namespace(**merged)
 
 
@@ -173,9 +190,19 @@ def run(args: argparse.Namespace) -> int:
     if args.resume is not None:
         args = resumed_args(args)
     check_counts(args)
-    from jaxrl_sys.devices import describe, request_devices
+    from jaxrl_sys import distributed
+    from jaxrl_sys.devices import describe, request_devices, set_safe_cpu_flags
 
-    request_devices(args.devices)
+    group = distributed.process_group(args.coordinator, args.num_processes, args.process_id)
+    if group.multi:
+        if args.devices % group.num_processes:
+            raise UsageError(f"--devices {args.devices} does not divide over "
+                             f"{group.num_processes} processes")
+        set_safe_cpu_flags()
+        distributed.initialize(group, local_cpu_devices=args.devices // group.num_processes)
+    else:
+        request_devices(args.devices)
+    main_process = distributed.is_main_process()
 
     import numpy as np
 
@@ -219,30 +246,38 @@ def run(args: argparse.Namespace) -> int:
     steps_per_chunk = iters_per_chunk * config.steps_per_iteration  # per seed
     threshold = args.target_return if args.target_return is not None else envs.reward_threshold(env_name)
 
+    if host and group.multi:
+        raise UsageError("gymnasium: envs run in one process (no --coordinator)")
     if args.resume is not None:
         run_dir = Path(args.resume)
         if host:
             raise UsageError("runs of gymnasium: envs cannot be resumed (their env state lives "
                              "in worker processes)")
-    else:
+    elif main_process:
         run_dir = make_run_dir(args.run_root, args.agent, env_name)
-        stored = {k: v for k, v in vars(args).items() if k not in _RESUME_KEEPS}
+        stored = {k: v for k, v in vars(args).items() if k not in _RESUME_KEEPS + _PER_PROCESS}
         (run_dir / RUN_ARGS_FILE).write_text(json.dumps(stored, indent=2) + "\n", encoding="utf-8")
-    print(
-        f"{args.agent} on {env_name}: {args.seeds} seed(s) on {describe()} using {args.devices}, "
-        f"{num_chunks} chunks x {iters_per_chunk} iterations x {config.steps_per_iteration} "
-        f"steps; run dir {run_dir}",
-        file=sys.stderr,
-    )
-    logger = RunLogger(
-        run_dir,
-        total_steps=num_chunks * steps_per_chunk * args.seeds,
-        config=None if args.resume else {
-            "agent": args.agent, "env": env_name, "seeds": seeds.tolist(),
-            "devices": args.devices, **config_to_dict(config),
-        },
-        progress=not args.no_progress,
-    )
+    if args.resume is None and group.multi:  # every process writes its checkpoint shards here
+        run_dir = Path(distributed.broadcast_text(str(run_dir) if main_process else ""))
+    if main_process:
+        print(
+            f"{args.agent} on {env_name}: {args.seeds} seed(s) on {describe()} using "
+            f"{args.devices}{f' in {group.num_processes} processes' if group.multi else ''}, "
+            f"{num_chunks} chunks x {iters_per_chunk} iterations x {config.steps_per_iteration} "
+            f"steps; run dir {run_dir}",
+            file=sys.stderr,
+        )
+        logger = RunLogger(
+            run_dir,
+            total_steps=num_chunks * steps_per_chunk * args.seeds,
+            config=None if args.resume else {
+                "agent": args.agent, "env": env_name, "seeds": seeds.tolist(),
+                "devices": args.devices, **config_to_dict(config),
+            },
+            progress=not args.no_progress,
+        )
+    else:  # logging and printing are process 0's
+        logger = _SilentLogger()
     solved_at: dict[str, float] = {}
     checkpointer = None
     restored, start_chunk = None, 0  # a resumed run continues after its checkpoint's chunk
@@ -311,7 +346,8 @@ def run(args: argparse.Namespace) -> int:
             checkpointer.close()
     logger.close()
     if not result.history:
-        print(f"done: nothing left to run in {run_dir}")
+        if main_process:
+            print(f"done: nothing left to run in {run_dir}")
         return 0
     final = result.history[-1]
     steps = len(result.history) * steps_per_chunk  # in this process
@@ -328,12 +364,13 @@ def run(args: argparse.Namespace) -> int:
         f"; greedy eval return {float(np.mean(final.eval_returns)):.1f} over {eval_episodes} "
         f"episodes/seed" if final.eval_returns is not None else ""
     )
-    print(
-        f"done: {steps:,} steps/seed x {args.seeds} seed(s) in {result.train_seconds:.1f} s "
-        f"(+{result.compile_seconds:.1f} s compile), {rate:,.0f} env-steps/s; final mean return "
-        f"{final.mean_return:.1f} [{per_seed}]{greedy}; {solved}"
-        f"{' (greedy)' if final.eval_returns is not None and solved_at else ''}; {run_dir}"
-    )
+    if main_process:
+        print(
+            f"done: {steps:,} steps/seed x {args.seeds} seed(s) in {result.train_seconds:.1f} s "
+            f"(+{result.compile_seconds:.1f} s compile), {rate:,.0f} env-steps/s; final mean return "
+            f"{final.mean_return:.1f} [{per_seed}]{greedy}; {solved}"
+            f"{' (greedy)' if final.eval_returns is not None and solved_at else ''}; {run_dir}"
+        )
     return 0
 
 
@@ -348,8 +385,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from jaxrl_sys.execution import PlacementError
     from jaxrl_sys.host_loop import HostLoopError
 
+    from jaxrl_sys.distributed import DistributedError
+
     user_errors = (UsageError, UnknownAgentError, UnknownEnvError, EnvParamError, ConfigError,
-                   PlacementError, UnsupportedEnvError, CheckpointError)
+                   PlacementError, UnsupportedEnvError, CheckpointError, DistributedError)
     try:
         args = build_parser().parse_args(argv)
         return run(args)
