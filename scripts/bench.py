@@ -169,8 +169,8 @@ def main() -> int:
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("--sizes", default="4,64,1024", help="comma-separated env counts")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--sections", default="ppo,agents,muzero,replay,host",
-                        help="comma-separated: ppo, agents, muzero, replay, host")
+    parser.add_argument("--sections", default="ppo,agents,muzero,replay,host,checkpoint",
+                        help="comma-separated: ppo, agents, muzero, replay, host, checkpoint")
     args = parser.parse_args()
     try:
         sizes = [int(s) for s in args.sizes.split(",")]
@@ -207,6 +207,11 @@ def main() -> int:
 
         print("## Host loop (gymnasium: envs in worker processes)\n")
         print("\n".join(host_table(repeats=args.repeats)) + "\n")
+    if "checkpoint" in sections:
+        from bench_checkpoint import checkpoint_table
+
+        print("## Checkpoints (whole carry, one seed, one device)\n")
+        print("\n".join(checkpoint_table(repeats=3)) + "\n")
     return 0
 
 
