@@ -36,9 +36,10 @@ def evaluate_run(args: argparse.Namespace) -> int:
     if args.render is not None and not args.render.lower().endswith(".gif"):
         raise train.UsageError(f"--render must name a .gif file, got {args.render}")
     run_args = train.resumed_args(argparse.Namespace(resume=args.run_dir, no_progress=True))
-    from jaxrl_sys.devices import request_devices
+    from jaxrl_sys.devices import enable_compile_cache, request_devices
 
     request_devices(run_args.devices)
+    enable_compile_cache()
     import jax
     import jax.numpy as jnp
     import numpy as np

@@ -191,7 +191,9 @@ def run(args: argparse.Namespace) -> int:
         args = resumed_args(args)
     check_counts(args)
     from jaxrl_sys import distributed
-    from jaxrl_sys.devices import describe, request_devices, set_safe_cpu_flags
+    from jaxrl_sys.devices import (
+        describe, enable_compile_cache, request_devices, set_safe_cpu_flags,
+    )
 
     group = distributed.process_group(args.coordinator, args.num_processes, args.process_id)
     if group.multi:
@@ -202,6 +204,7 @@ def run(args: argparse.Namespace) -> int:
         distributed.initialize(group, local_cpu_devices=args.devices // group.num_processes)
     else:
         request_devices(args.devices)
+    enable_compile_cache()
     main_process = distributed.is_main_process()
 
     import numpy as np
