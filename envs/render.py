@@ -39,6 +39,38 @@ def base_state(state: Any) -> Any:
     return state
 
 
+def _headless() -> None:
+    for name, value in (("SDL_VIDEODRIVER", "dummy"), ("SDL_AUDIODRIVER", "dummy"),
+                        ("PYGAME_HIDE_SUPPORT_PROMPT", "1")):
+        os.environ.setdefault(name, value)  # no window, no sound device
+
+
+def gymnasium_episode_frames(env_id: str, kwargs: dict, act: Callable[[np.ndarray, int], Any],
+                             encode_obs: Callable, decode_actions: Callable, seed: int,
+                             max_steps: int = 10_000) -> list[np.ndarray]:
+    """Frames of one episode of Gymnasium env `env_id` drawn by the env itself, acting with
+    `act(obs_batch_of_one, step) -> actions`."""
+    _headless()
+    import gymnasium
+
+    try:
+        env = gymnasium.make(env_id, render_mode="rgb_array", **kwargs)
+    except gymnasium.error.DependencyNotInstalled as error:
+        raise RenderError(f"rendering {env_id} needs: {' '.join(str(error).split())}") from None
+    try:
+        obs, _ = env.reset(seed=seed)
+        frames = [np.asarray(env.render())]
+        for step in range(max_steps):
+            action = decode_actions(np.asarray(act(encode_obs(np.asarray(obs)[None]), step)))[0]
+            obs, _, terminated, truncated, _ = env.step(action)
+            frames.append(np.asarray(env.render()))
+            if terminated or truncated:
+                break
+        return frames
+    finally:
+        env.close()
+
+
 class ClassicControlRenderer:
     """Draws the states of one gymnax classic-control env as RGB arrays [H, W, 3]."""
 
@@ -47,9 +79,7 @@ class ClassicControlRenderer:
             known = ", ".join(sorted(_CLASSIC))
             raise RenderError(f"env {name!r} cannot be rendered; renderable: {known} and "
                               "gymnasium: envs")
-        for name_, value in (("SDL_VIDEODRIVER", "dummy"), ("SDL_AUDIODRIVER", "dummy"),
-                             ("PYGAME_HIDE_SUPPORT_PROMPT", "1")):
-            os.environ.setdefault(name_, value)  # headless: no window, no sound device
+        _headless()
         try:
             import pygame  # noqa: F401  (Gymnasium draws with it)
         except ImportError:

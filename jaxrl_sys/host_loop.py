@@ -334,8 +334,14 @@ def train(
     iters_per_chunk: int,
     config: HostLoopConfig = HostLoopConfig(),
     on_chunk: Optional[Callable[[ChunkSummary, float], bool]] = None,
+    checkpoint_every: int = 0,
+    on_checkpoint: Optional[Callable[[int, PyTree], None]] = None,
 ) -> TrainResult:
     """Train one seed through the host loop; `on_chunk` as in `jaxrl_sys.driver.train`.
+
+    `on_checkpoint(chunk, {"agent_state": ...})` is called after every `checkpoint_every`-th
+    chunk and the last: the learner's state only (the envs live in the workers, so a host
+    run is evaluated from its checkpoints but not resumed).
 
     Raises `HostLoopError` if an env raises, a worker dies or a step exceeds
     `config.step_timeout`. Worker processes are shut down on every exit path (errors and
@@ -387,10 +393,17 @@ def train(
             store.publish(iteration + 1, fns.actor_params(agent_state))
             chunk_metrics.append({**metrics, **episodes})
             if len(chunk_metrics) == iters_per_chunk or iteration == num_iterations - 1:
-                summary = summarize(len(history), len(chunk_metrics), _stack_chunk(chunk_metrics))
+                chunk = len(history)
+                summary = summarize(chunk, len(chunk_metrics), _stack_chunk(chunk_metrics))
                 history.append(summary)
                 chunk_metrics = []
-                if on_chunk is not None and on_chunk(summary, time.perf_counter() - train_start):
+                stop = on_chunk is not None and on_chunk(summary, time.perf_counter() - train_start)
+                last = stop or iteration == num_iterations - 1
+                if on_checkpoint is not None and (
+                    last or (checkpoint_every > 0 and (chunk + 1) % checkpoint_every == 0)
+                ):
+                    on_checkpoint(chunk, {"agent_state": agent_state})
+                if stop:
                     break
         jax.block_until_ready(agent_state)
         failed = False
@@ -441,3 +454,54 @@ def _shutdown(actor: Optional[_Actor], envs: Any, terminate: bool) -> None:
             if pipe is not None:
                 pipe.close()
         envs.closed = True  # nothing left to close; keeps __del__ from trying again
+
+
+def evaluate(
+    env: HostEnv,
+    policy: Callable[[PyTree, jax.Array, jax.Array], jax.Array],
+    agent_state: PyTree,
+    num_episodes: int,
+    *,
+    seed: int = 0,
+    num_workers: int = 8,
+    step_timeout: float = 60.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Returns and lengths of `num_episodes` episodes of `policy(agent_state, obs, key)` in
+    worker processes. Worker i plays episodes i, i + W, ... so that the set does not favour
+    short episodes; workers are reaped on every exit path."""
+    workers = max(1, min(num_workers, num_episodes))
+    quota = [len(range(i, num_episodes, workers)) for i in range(workers)]
+    act = jax.jit(lambda obs, key: policy(agent_state, obs, key))
+    key = jax.random.PRNGKey(seed)
+    envs = env.make_vector(workers, "spawn")
+    failed = True
+    try:
+        try:
+            envs.reset_async(seed=seed)
+            raw_obs, _ = envs.reset_wait(timeout=step_timeout)
+            obs = env.encode_obs(raw_obs)
+            tracker = EpisodeTracker(workers)
+            results: list[list[tuple[float, int]]] = [[] for _ in range(workers)]
+            step = 0
+            while any(len(r) < q for r, q in zip(results, quota)):
+                action = np.asarray(act(obs, jax.random.fold_in(key, step)))
+                envs.step_async(env.decode_actions(action))
+                raw_obs, reward, terminated, truncated, _ = envs.step_wait(timeout=step_timeout)
+                done = np.logical_or(terminated, truncated)
+                returns, lengths = tracker.episode_return.copy(), tracker.episode_length.copy()
+                tracker.step(reward, done)
+                for i in np.flatnonzero(done):
+                    if len(results[i]) < quota[i]:
+                        results[i].append((float(returns[i] + reward[i]), int(lengths[i] + 1)))
+                obs = env.encode_obs(raw_obs)
+                step += 1
+        except (HostLoopError, KeyboardInterrupt):
+            raise
+        except Exception as error:
+            raise HostLoopError(describe_env_error(env.name, envs, error, step_timeout)) \
+                from error
+        failed = False
+    finally:
+        _shutdown(None, envs, terminate=failed)
+    flat = [item for worker in results for item in worker]
+    return np.array([r for r, _ in flat]), np.array([n for _, n in flat])

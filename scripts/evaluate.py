@@ -1,9 +1,10 @@
 """Evaluate a run's checkpoint: `python scripts/evaluate.py RUN_DIR --episodes 32`.
 
 Rebuilds the run's agent from the flags it was started with, restores its latest checkpoint
-(or `--chunk N`), plays greedy episodes on device for every seed of the run and prints the
-mean +- std of the return and the length. `--render out.gif` also draws one greedy episode of
-the first seed (classic-control envs). Bad input: one line, exit code 2.
+(or `--chunk N`), plays greedy episodes for every seed of the run, on device (or in worker
+processes through the host loop for `gymnasium:` envs), and prints the mean +- std of the
+return and the length. `--render out.gif` also draws one greedy episode of the first seed
+(gymnax classic-control envs and Gymnasium envs that render). Bad input: one line, exit 2.
 """
 
 from __future__ import annotations
@@ -51,11 +52,11 @@ def evaluate_run(args: argparse.Namespace) -> int:
     from jaxrl_sys.execution import place
 
     setup = train.build_agent(run_args)
-    if setup.host:
-        raise train.UsageError("runs of gymnasium: envs keep no checkpoints yet; nothing to load")
     if getattr(setup.config, "normalize_obs", False):
         raise train.UsageError("evaluate.py needs a run with normalize_obs=false (the "
                                "statistics live in the training envs)")
+    if setup.host:
+        return evaluate_host_run(args, run_args, setup)
     renderer = ClassicControlRenderer(setup.env_name) if args.render else None
     runner = place(*setup.module.placement_fns(setup.agent), num_envs=setup.config.num_envs,
                    num_devices=run_args.devices)
@@ -77,16 +78,55 @@ def evaluate_run(args: argparse.Namespace) -> int:
 
     key = jax.random.PRNGKey(args.seed)
     returns, lengths = jax.device_get(run_episodes(carry.agent_state, key))
-    print(f"{run_args.agent} on {setup.env_name}, checkpoint after chunk {record['chunk']}, "
-          f"{args.episodes} greedy episodes x {len(seeds)} seed(s):")
+    report(run_args.agent, setup.env_name, record["chunk"], args.episodes, seeds, returns,
+           lengths)
+    if renderer is not None:
+        first = jax.tree.map(lambda x: x[0], carry.agent_state)
+        frames = render_episode(eval_env, policy, first, key, renderer)
+        write_gif(frames, args.render)
+        print(f"wrote {args.render} ({len(frames)} frames)")
+    return 0
+
+
+def report(agent: str, env_name: str, chunk: int, episodes: int, seeds, returns, lengths) -> None:
+    """Per-seed and overall mean +- std of returns and lengths [seeds, episodes]."""
+    print(f"{agent} on {env_name}, checkpoint after chunk {chunk}, {episodes} greedy episodes x "
+          f"{len(seeds)} seed(s):")
     for seed, r, n in zip(seeds, returns, lengths):
         print(f"  seed {seed}: return {r.mean():.1f} +- {r.std():.1f}, length {n.mean():.1f} "
               f"+- {n.std():.1f}")
     print(f"return {returns.mean():.1f} +- {returns.std():.1f}, length {lengths.mean():.1f} "
           f"+- {lengths.std():.1f}")
-    if renderer is not None:
-        first = jax.tree.map(lambda x: x[0], carry.agent_state)
-        frames = render_episode(eval_env, policy, first, key, renderer)
+
+
+def evaluate_host_run(args: argparse.Namespace, run_args: argparse.Namespace, setup) -> int:
+    """A gymnasium: run: greedy episodes in worker processes through the host loop."""
+    import jax
+    import numpy as np
+
+    from envs.render import gymnasium_episode_frames, write_gif
+    from jaxrl_sys import host_loop
+    from jaxrl_sys.checkpoint import Checkpointer
+
+    checkpointer = Checkpointer(args.run_dir, create=False)
+    try:
+        template = {"agent_state": setup.agent.init(jax.random.PRNGKey(0))}
+        restored, record = checkpointer.restore(template, args.chunk)
+    finally:
+        checkpointer.close()
+    agent_state = restored["agent_state"]
+    policy = setup.module.greedy_action(setup.agent)
+    returns, lengths = host_loop.evaluate(setup.env, policy, agent_state, args.episodes,
+                                          seed=args.seed)
+    report(run_args.agent, setup.env_name, record["chunk"], args.episodes, [run_args.seed],
+           returns[None], lengths[None])
+    if args.render is not None:
+        act = jax.jit(lambda obs, step: policy(agent_state, obs,
+                                               jax.random.fold_in(jax.random.PRNGKey(0), step)))
+        frames = gymnasium_episode_frames(
+            setup.env.env_id, setup.env.kwargs, lambda obs, step: act(obs, np.int32(step)),
+            setup.env.encode_obs, setup.env.decode_actions, seed=args.seed,
+        )
         write_gif(frames, args.render)
         print(f"wrote {args.render} ({len(frames)} frames)")
     return 0
@@ -115,12 +155,16 @@ def render_episode(env, policy, agent_state, key, renderer) -> list:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from envs.render import RenderError
     from jaxrl_sys.checkpoint import CheckpointError
+    from jaxrl_sys.host_loop import HostLoopError
 
     try:
         return evaluate_run(build_parser().parse_args(argv))
     except (train.UsageError, CheckpointError, RenderError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except HostLoopError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -282,14 +282,12 @@ def run(args: argparse.Namespace) -> int:
     else:  # logging and printing are process 0's
         logger = _SilentLogger()
     solved_at: dict[str, float] = {}
-    checkpointer = None
     restored, start_chunk = None, 0  # a resumed run continues after its checkpoint's chunk
-    if not host:
-        from jaxrl_sys.checkpoint import Checkpointer
+    from jaxrl_sys.checkpoint import Checkpointer
 
-        checkpointer = Checkpointer(run_dir, keep=args.keep_checkpoints,
-                                    save_replay=not args.no_save_replay,
-                                    create=args.resume is None)
+    checkpointer = Checkpointer(run_dir, keep=args.keep_checkpoints,
+                                save_replay=not args.no_save_replay, create=args.resume is None)
+    if not host:
         if args.resume is not None:
             restored, record = checkpointer.restore(runner.init(seeds))
             start_chunk = int(record["chunk"]) + 1
@@ -329,10 +327,12 @@ def run(args: argparse.Namespace) -> int:
             result = host_loop.train(
                 env, agent_module.host_fns(agent), seed=args.seed,
                 num_iterations=config.num_iterations, iters_per_chunk=iters_per_chunk,
-                config=loop_config, on_chunk=on_chunk,
+                config=loop_config, on_chunk=on_chunk, checkpoint_every=args.checkpoint_every,
+                on_checkpoint=on_checkpoint,
             )
         finally:
             logger.close()
+            checkpointer.close()
     else:
         try:
             result = driver.train(

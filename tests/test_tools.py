@@ -71,3 +71,22 @@ def test_bad_input_is_one_line_exit_2(short_run, capsys, tool, argv, message):
     assert module.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"error: {message}" or (len(err.splitlines()) == 1 and message in err), err
+
+
+def test_evaluate_a_gymnasium_run_through_the_host_loop(tmp_path, capsys):
+    """A host-loop run keeps the learner's checkpoints; evaluate.py plays its greedy episodes
+    in worker processes and draws one with Gymnasium's own renderer."""
+    root = tmp_path / "runs"
+    code = train.main(["--agent", "ppo", "--env", "gymnasium:CartPole-v1", "--set", "num_envs=2",
+                       "--total-steps", "1024", "--chunks", "2", "--no-progress",
+                       "--run-root", str(root)])
+    assert code == 0
+    (run_dir,) = root.iterdir()
+    gif = tmp_path / "episode.gif"
+    capsys.readouterr()
+    assert evaluate.main([str(run_dir), "--episodes", "3", "--render", str(gif)]) == 0
+    out = capsys.readouterr().out
+    assert "gymnasium:CartPole-v1, checkpoint after chunk 1, 3 greedy episodes x 1 seed(s)" in out
+    assert re.search(r"^return \d+\.\d \+- \d+\.\d, length", out, re.M), out
+    with Image.open(gif) as image:
+        assert image.n_frames > 1
