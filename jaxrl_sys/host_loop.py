@@ -433,27 +433,36 @@ def _next_rollout(rollouts: queue.Queue, actor: _Actor, env: HostEnv, envs: Any,
 
 
 def _shutdown(actor: Optional[_Actor], envs: Any, terminate: bool) -> None:
-    """Stop the actor thread and reap every worker process."""
+    """Stop the actor thread and reap every worker process.
+
+    After a failure or an interrupt, Gymnasium's own `close` can block for ever: it may wait
+    on its error queue for a message that a terminated worker never flushed. So then the
+    workers are ended here directly, without touching the pipes the actor may still read.
+    """
     if actor is not None:
         actor.stop.set()
         actor.join(timeout=1.0)
-        if actor.is_alive():  # blocked in a step: end the workers so that it wakes up
-            terminate = True
-            for process in envs.processes:
-                if process.is_alive():
-                    process.terminate()
-            actor.join(timeout=10.0)
-    try:
-        envs.close(terminate=terminate)
-    except Exception:  # a dead worker's pipe breaks Gymnasium's close: finish it here
-        for process in envs.processes:
-            if process.is_alive():
-                process.kill()
+        terminate = terminate or actor.is_alive()
+    if not terminate:
+        try:
+            envs.close()
+            return
+        except Exception:  # a worker broke while closing: end them all below
+            pass
+    for process in envs.processes:
+        if process.is_alive():
+            process.terminate()
+    for process in envs.processes:
+        process.join(timeout=5.0)
+        if process.is_alive():
+            process.kill()
             process.join(timeout=5.0)
-        for pipe in envs.parent_pipes:
-            if pipe is not None:
-                pipe.close()
-        envs.closed = True  # nothing left to close; keeps __del__ from trying again
+    if actor is not None:
+        actor.join(timeout=5.0)  # wakes on the closed pipes (a daemon thread either way)
+    for pipe in envs.parent_pipes:
+        if pipe is not None:
+            pipe.close()
+    envs.closed = True  # nothing left to close; keeps Gymnasium's __del__ from trying again
 
 
 def evaluate(
