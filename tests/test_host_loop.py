@@ -227,6 +227,9 @@ def test_ctrl_c_reaps_the_workers(tmp_path):
          "--run-root", str(tmp_path)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
+        # a shell that starts jobs in the background (as CI may) makes them ignore SIGINT,
+        # and the ignore is inherited: give the run the terminal's default, as Ctrl-C expects
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 240
