@@ -56,7 +56,9 @@ class Config:
     clip_eps: float = 0.2
     ent_coef: float = 0.0
     vf_coef: float = 0.5
-    clip_value: bool = True
+    # Clipping value updates to +-clip_eps suits normalised values only: with CartPole's
+    # returns (~100) it starves the critic, and 2-4 of 16 seeds collapsed late (issue 12).
+    clip_value: bool = False
     max_grad_norm: float = 0.5
     normalize_advantages: bool = True
     reward_scale: float = 1.0
@@ -89,7 +91,8 @@ class Config:
 
 # Per-env defaults: tuned so that the default command solves the env.
 _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
-    # 8 epochs: with 4, 2 of 8 seeds ended below 400 on this machine's current packages
+    # 8 epochs; with value clipping off (above), 2 of 128 seed-settings still end more than
+    # 5% below 475 (an entropy bonus of 0.01 did no better): issue 12 is open on it
     "CartPole-v1": dict(update_epochs=8),
     "Acrobot-v1": dict(total_steps=300_000, learning_rate=1e-3, hidden=(64, 64), ent_coef=0.01),
     "Pendulum-v1": dict(
@@ -99,9 +102,10 @@ _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
         update_epochs=10,
         num_minibatches=8,
         learning_rate=1e-3,
-        gamma=0.9,
+        # 0.95 rather than 0.9: greedy return -154 mean, worst -192 over 16 seeds, against
+        # -175 and -213 (one seed ended past the 5% collapse bar of -200; issue 12)
+        gamma=0.95,
         reward_scale=0.1,
-        clip_value=False,  # clipping value updates to +-0.2 starves the critic here
         hidden=(64, 64),
     ),
     # host loop: one worker process per env, so fewer envs (solved by all 8 seeds tried)

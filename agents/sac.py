@@ -59,7 +59,8 @@ _LOG_2 = math.log(2.0)
 class Config:
     """SAC hyper-parameters; the defaults solve Pendulum-v1 (see `default_config`)."""
 
-    total_steps: int = 20_000
+    # 20k left one of 80 seed-settings 15% below -200 at the end (issue 12); 30k: none
+    total_steps: int = 30_000
     num_envs: int = 4
     num_steps: int = 50  # vectorised env steps per iteration (per train_step call)
     buffer_size: int = 100_000  # total over envs; each env keeps buffer_size // num_envs

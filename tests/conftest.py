@@ -8,12 +8,15 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # compile the same programs many times): a fresh directory, never the user's cache.
 os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="jaxrl_sys_xla_cache_")
 os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
-# --xla_cpu_multi_thread_eigen=false: XLA:CPU's multithreaded Eigen pool can deadlock on
-# vmapped programs (block_until_ready never returns); see jaxrl_sys/devices.py.
 os.environ["XLA_FLAGS"] = (
-    os.environ.get("XLA_FLAGS", "")
-    + " --xla_force_host_platform_device_count=8 --xla_cpu_multi_thread_eigen=false"
+    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
 ).strip()
+# The CPU flags scripts/train.py uses (single-threaded Eigen, which avoids a deadlock on
+# vmapped programs; LLVM -O1): tests compile the programs a user's command compiles, so a
+# learning test walks the trajectories that scripts/check_learning.py measures.
+from jaxrl_sys.devices import set_safe_cpu_flags  # noqa: E402  (imports no JAX)
+
+set_safe_cpu_flags()
 
 import jax  # noqa: E402
 

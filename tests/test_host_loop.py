@@ -86,6 +86,7 @@ def _train(env, fns, config, staleness=1, **kwargs):
 # ------------------------------------------------------------------------------------ learning
 
 
+@pytest.mark.learning
 def test_ppo_learns_gymnasium_cartpole():
     """The default config (8 worker processes) within its 150k steps: training stops at the
     first chunk (20 iterations, 5120 steps) whose finished episodes average >= 475."""

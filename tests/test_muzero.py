@@ -175,6 +175,7 @@ def train_muzero(env_name: str, config, seeds, chunks: int, eval_episodes: int):
 
 
 @pytest.mark.slow
+@pytest.mark.learning
 def test_muzero_learns_cartpole():
     config = dataclasses.replace(muzero.default_config("CartPole-v1"), total_steps=60_000)
     _, result = train_muzero("CartPole-v1", config, [0], chunks=4, eval_episodes=32)
@@ -200,6 +201,7 @@ def outcomes(env_kwargs, policy, state, games: int = 200) -> np.ndarray:
 
 
 @pytest.mark.slow
+@pytest.mark.learning
 def test_muzero_self_play_learns_tictactoe():
     """Self-play must beat a random opponent far more often than random play does, on both
     sides. Zero losses against the perfect player is not reached yet: the test says so

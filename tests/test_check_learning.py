@@ -1,0 +1,50 @@
+"""scripts/check_learning.py: bad input, saved results, the exit code of a failing case."""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jaxrl_sys import learning_check as lc
+
+_path = Path(__file__).resolve().parent.parent / "scripts" / "check_learning.py"
+_spec = importlib.util.spec_from_file_location("check_learning_script", _path)
+check_learning = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = check_learning
+_spec.loader.exec_module(check_learning)
+
+
+def saved(tmp_path, finals: list[float], setting: str = "native") -> str:
+    curves = np.array([[400.0] * len(finals), finals])
+    result = lc.CaseResult("ppo:CartPole-v1", setting, list(range(len(finals))), 475.0,
+                           [1000, 2000], curves, curves, 12.0)
+    path = tmp_path / f"{setting}.json"
+    path.write_text(json.dumps([result.to_json()]))
+    return str(path)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--cases", "ppo:Nope-v0"], "unknown case"),
+    (["--settings", "AVX9"], "unknown setting"),
+    (["--seeds", "0"], "--seeds"),
+    (["--load", "/nonexistent.json"], "cannot read"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
+    assert check_learning.main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_saved_results_print_a_table_per_case(tmp_path, capsys):
+    passing = saved(tmp_path, [500.0] * 15 + [300.0])
+    failing = saved(tmp_path, [500.0] * 14 + [300.0, 300.0], "AVX")
+    markdown = tmp_path / "table.md"
+    assert check_learning.main(["--load", passing, "--markdown", str(markdown)]) == 0
+    assert check_learning.main(["--load", passing, failing]) == 1
+    out = capsys.readouterr().out
+    assert "| seed | native | AVX |" in out and "| reached | 15/16 | 14/16 |" in out
+    assert "FAILED: ppo:CartPole-v1 [AVX]" in out
+    assert "| 15 | 300.0* (300.0) |" in markdown.read_text()
