@@ -46,7 +46,12 @@ def test_eight_devices_equal_one_device_with_the_same_global_batch():
 def test_vmapped_seed_equals_single_run_with_that_seed():
     params_many, metrics_many = run_ppo(1, [5, 6, 7])
     params_one, metrics_one = run_ppo(1, [6])
-    assert_trees_close(jax.tree.map(lambda x: x[1], params_many), jax.tree.map(lambda x: x[0], params_one))
+    # A batch of 3 seeds runs other matmul kernels than a batch of 1, which round differently
+    # in the last bits (seen: 2.6e-7 on an AVX-512 CPU); seeds differ by ~0.1.
+    assert_trees_close(
+        jax.tree.map(lambda x: x[1], params_many), jax.tree.map(lambda x: x[0], params_one),
+        atol=1e-5,
+    )
     np.testing.assert_allclose(metrics_many["episode_return_sum"][1], metrics_one["episode_return_sum"][0], rtol=1e-5)
     # Different seeds really are different runs.
     a, b = (jax.tree.leaves(jax.tree.map(lambda x: x[i], params_many))[0] for i in (0, 1))
