@@ -110,9 +110,12 @@ _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
         reward_scale=0.1,
         hidden=(64, 64),
     ),
-    # host loop: one worker process per env, so fewer envs (solved by all 8 seeds tried)
-    # (value clipping kept: the setting its host-loop test was measured with)
-    "gymnasium:CartPole-v1": dict(num_envs=8, update_epochs=4, clip_value=True),
+    # host loop: one worker process per env, so fewer envs. Value clipping kept (scaled
+    # rewards without clipping: only 2 of 16 seeds reached 475). Rewards scaled by 0.1:
+    # 16/16 seeds reach 475 and 1 ends below 451 (training returns), against 2 unscaled
+    # (issue 12: still 1 over the rule).
+    "gymnasium:CartPole-v1": dict(num_envs=8, update_epochs=4, clip_value=True,
+                                  reward_scale=0.1),
     "MountainCarContinuous-v0": dict(
         total_steps=1_000_000, num_envs=32, num_steps=128, ent_coef=0.0, normalize_obs=True,
         learning_rate=3e-4, hidden=(64, 64),
