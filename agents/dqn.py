@@ -25,7 +25,9 @@ from jaxrl_sys.config import (
 )
 from jaxrl_sys.execution import agent_fns
 from jaxrl_sys.host_loop import HostFns, Rollout
-from jaxrl_sys.learner import keep_where, learning_rate, local_batch_size, nan_unless
+from jaxrl_sys.learner import (
+    device_key, keep_where, learning_rate, local_batch_size, nan_unless,
+)
 from jaxrl_sys.networks import ACTIVATIONS, MLP, Head
 from jaxrl_sys.returns import n_step_targets
 from jaxrl_sys.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
@@ -316,7 +318,7 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
 
         def one_update(carry, k):
             state, buffer = carry
-            batch, index = sample(buffer, k, local_batch, beta)
+            batch, index = sample(buffer, device_key(k, axis_name), local_batch, beta)
             state, metrics, td_error = update(state, batch)
             if config.prioritized:
                 buffer = replay.update_priorities(
@@ -375,8 +377,10 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
 
 
 def greedy_action(agent: Agent) -> Callable[[State, jax.Array, jax.Array], jax.Array]:
-    """Greedy (argmax Q) actions for evaluation."""
-    return lambda state, obs, key: agent.act(state.params, obs, key, greedy=True)
+    """Greedy (argmax Q) actions for evaluation (from the observation alone)."""
+    return lambda state, obs, key, legal=None, env_state=None: agent.act(
+        state.params, obs, key, greedy=True
+    )
 
 
 DEFAULT_EVAL_EPISODES = 32  # training returns are epsilon-greedy; report the greedy policy

@@ -14,6 +14,7 @@ the next state is the opponent's and the search and the n-step targets use disco
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Callable, NamedTuple, Optional
 
 import flax.linen as nn
@@ -30,17 +31,20 @@ from jaxrl_sys.config import (
     check_unit_interval, iterations,
 )
 from jaxrl_sys.execution import agent_fns
-from jaxrl_sys.learner import keep_where, learning_rate, local_batch_size, nan_unless
+from jaxrl_sys.learner import (
+    device_key, keep_where, learning_rate, local_batch_size, nan_unless,
+)
 from jaxrl_sys.networks import ACTIVATIONS, MLP, Head
 from jaxrl_sys.returns import n_step_targets
 from jaxrl_sys.rollout import (
     VecEnvState, episode_metrics, legal_actions, reset_envs, step_envs,
 )
-from jaxrl_sys.types import Discrete, Env, EnvSpec, Metrics
+from jaxrl_sys.types import Discrete, Env, EnvSpec, Metrics, PyTree
 from jaxrl_sys.value_transform import Support, h, logits_to_scalar, scalar_to_probs
 
 DEFAULT_ENV = "CartPole-v1"
 SEARCHES = ("gumbel", "muzero")
+MODELS = ("learned", "env")
 TORSOS = ("auto", "mlp", "conv")
 
 
@@ -68,8 +72,14 @@ class Config:
     reward_max: float = 5.0  # |raw reward| covered by the reward support
     support_bins: int = 31  # bins of each categorical support (in h-space)
     search: str = "gumbel"  # or "muzero"
+    # "learned": MuZero's dynamics network; "env": AlphaZero, the search steps the real
+    # pure-JAX env (its state is the tree's embedding)
+    model: str = "learned"
     num_simulations: int = 16
     max_considered_actions: int = 16  # gumbel only
+    # gumbel only: 0 rescales each node's Q-values by their min and max (mctx's default);
+    # > 0 divides them by this fixed range instead, which stays well defined with 2 actions
+    q_range: float = 0.0
     dirichlet_alpha: float = 0.25  # muzero search only
     dirichlet_fraction: float = 0.25  # muzero search only
     # acting temperature (gumbel noise scale for gumbel search, visit-count temperature for
@@ -77,7 +87,10 @@ class Config:
     temperatures: tuple[float, ...] = (1.0, 0.5, 0.25)
     temperature_milestones: tuple[float, ...] = (0.5, 0.75)
     target_update_period: int = 100  # gradient steps between target-network copies
-    priority_alpha: float = 1.0
+    # the first plies of every episode are uniform random legal moves (self-play openings
+    # the search alone would never try; their policy targets are still the search's)
+    opening_plies: int = 0
+    priority_alpha: float = 0.5
     priority_beta_start: float = 0.4  # annealed to 1 over training
     # fraction of sampled rows (every round(1/f)-th) whose policy targets are searched afresh
     reanalyse_fraction: float = 0.0
@@ -107,7 +120,7 @@ class Config:
                        "batch_size", "n_step", "unroll_steps", "num_simulations",
                        "max_considered_actions", "target_update_period", "latent_dim",
                        "conv_channels")
-        check_at_least(self, 0, "learning_starts", "res_blocks")
+        check_at_least(self, 0, "learning_starts", "res_blocks", "opening_plies", "q_range")
         check_at_least(self, 3, "support_bins")
         if self.buffer_size < self.num_envs * self.sequence_length:
             raise ConfigError(f"buffer_size={self.buffer_size} must hold at least "
@@ -120,9 +133,13 @@ class Config:
         if self.weight_decay < 0:
             raise ConfigError(f"weight_decay must be >= 0, got {self.weight_decay}")
         check_choice(self, "search", SEARCHES)
+        check_choice(self, "model", MODELS)
         check_choice(self, "torso", TORSOS)
         check_choice(self, "activation", ACTIVATIONS)
         check_layer_widths(self, "hidden")
+        if self.model == "env" and self.reanalyse_fraction > 0:
+            raise ConfigError("reanalyse_fraction needs model='learned': replay keeps no env "
+                              "states to search from")
         if len(self.temperatures) != len(self.temperature_milestones) + 1:
             raise ConfigError("temperatures needs one more entry than temperature_milestones")
         if any(t < 0 for t in self.temperatures):
@@ -249,10 +266,24 @@ class State:
 
 @struct.dataclass
 class EnvState:
-    """Per-env state: the envs and their prioritised replay rows (leading env axis)."""
+    """Per-env state: the envs, their plies into the current episode and their prioritised
+    replay rows (leading env axis)."""
 
     envs: VecEnvState
+    ply: jax.Array  # int32 [envs]
     replay: replay.PrioritizedState
+
+
+@struct.dataclass
+class EnvNode:
+    """A node of a search over the real env (`model="env"`): its state and whether an
+    episode ended on the way from the root (terminal states are absorbing in the tree)."""
+
+    state: PyTree
+    ended: jax.Array  # bool [B]
+
+
+NO_PRIOR = -1e9  # prior logit of an illegal move inside the env-model tree
 
 
 class Batch(NamedTuple):
@@ -334,6 +365,12 @@ def init(key: jax.Array, spec: EnvSpec, config: Config) -> State:
     return State(params, params, build_optimizer(config).init(params), zero, zero)
 
 
+def random_legal_actions(key: jax.Array, legal: jax.Array) -> jax.Array:
+    """One uniformly random legal action per row of masks [B, A] (any action if none is)."""
+    logits = jnp.where(legal.any(-1, keepdims=True) & ~legal, -jnp.inf, 0.0)
+    return jax.random.categorical(key, logits).astype(jnp.int32)
+
+
 def temperature_at(config: Config, progress: jax.Array) -> jax.Array:
     """The acting temperature for training progress in [0, 1] (a step schedule)."""
     stage = jnp.sum(progress >= jnp.asarray(config.temperature_milestones, jnp.float32))
@@ -412,34 +449,70 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         policy_logits, value_logits = network.apply(params, latent, method=MuZeroNetwork.predict)
         return latent, policy_logits, value_logits
 
-    def recurrent_fn(params, key, action, latent):
+    def predict_scalar(params, latent):
+        """Prior logits and scalar value of latent states."""
+        policy_logits, value_logits = network.apply(params, latent, method=MuZeroNetwork.predict)
+        return policy_logits, logits_to_scalar(value_logits, value_support)
+
+    def learned_recurrent_fn(params, key, action, latent):
+        """One step of the learned model: dynamics, then prediction."""
         del key
         next_latent, reward_logits = network.apply(
             params, latent, action, method=MuZeroNetwork.dynamics
         )
-        policy_logits, value_logits = network.apply(
-            params, next_latent, method=MuZeroNetwork.predict
-        )
+        policy_logits, value = predict_scalar(params, next_latent)
         output = mctx.RecurrentFnOutput(
             reward=logits_to_scalar(reward_logits, reward_support),
             discount=jnp.full(action.shape, step_discount, jnp.float32),
             prior_logits=policy_logits,
-            value=logits_to_scalar(value_logits, value_support),
+            value=value,
         )
         return output, next_latent
 
-    def search(params, obs, legal, key, temperature=1.0, greedy: bool = False) -> SearchOutput:
+    def env_recurrent_fn(params, key, action, node: EnvNode):
+        """One step of the real env (AlphaZero): the network only predicts prior and value.
+
+        Below a terminal state every step gives reward 0, value 0 and discount 0, so the
+        env's auto-reset inside the tree changes nothing. Illegal moves get no prior.
+        """
+        keys = jax.random.split(key, action.shape[0])
+        obs, state, reward, terminated, _, _ = jax.vmap(env.step)(keys, node.state, action)
+        ended = node.ended | terminated
+        latent = network.apply(params, obs, method=MuZeroNetwork.represent)
+        policy_logits, value = predict_scalar(params, latent)
+        legal = legal_actions(env, state)
+        output = mctx.RecurrentFnOutput(
+            reward=jnp.where(node.ended, 0.0, reward),
+            discount=jnp.where(ended, 0.0, step_discount),
+            prior_logits=jnp.where(legal, policy_logits, NO_PRIOR),
+            value=jnp.where(ended, 0.0, value),
+        )
+        return output, EnvNode(state, ended)
+
+    gumbel_qtransform = (
+        functools.partial(mctx.qtransform_completed_by_mix_value, rescale_values=False,
+                          value_scale=0.1 / config.q_range)
+        if config.q_range > 0 else mctx.qtransform_completed_by_mix_value
+    )
+
+    def search(params, obs, legal, key, temperature=1.0, greedy: bool = False,
+               env_state=None) -> SearchOutput:
         """One batched search from observations [B, ...] with legal-action masks [B, A].
 
         Greedy: no root noise and the most-visited/best action (evaluation). Otherwise the
         gumbel noise scale (gumbel) or visit-count temperature (muzero) is `temperature`.
+        The env model (`model="env"`) searches from `env_state`, the envs' states [B, ...].
         """
-        latent, policy_logits, value_logits = represent_predict(params, obs)
-        root = mctx.RootFnOutput(
-            prior_logits=policy_logits,
-            value=logits_to_scalar(value_logits, value_support),
-            embedding=latent,
-        )
+        latent = network.apply(params, obs, method=MuZeroNetwork.represent)
+        policy_logits, value = predict_scalar(params, latent)
+        if config.model == "env":
+            if env_state is None:
+                raise ValueError("model='env' searches from env states: pass env_state")
+            embedding = EnvNode(env_state, jnp.zeros(obs.shape[0], bool))
+            recurrent_fn = env_recurrent_fn
+        else:
+            embedding, recurrent_fn = latent, learned_recurrent_fn
+        root = mctx.RootFnOutput(prior_logits=policy_logits, value=value, embedding=embedding)
         invalid = ~legal
         if config.search == "gumbel":
             out = mctx.gumbel_muzero_policy(
@@ -447,6 +520,7 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
                 invalid_actions=invalid,
                 max_num_considered_actions=min(config.max_considered_actions, num_actions),
                 gumbel_scale=0.0 if greedy else temperature,
+                qtransform=gumbel_qtransform,
             )
         else:
             out = mctx.muzero_policy(
@@ -459,11 +533,12 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         root_value = out.search_tree.node_values[:, mctx.Tree.ROOT_INDEX]
         return SearchOutput(out.action.astype(jnp.int32), out.action_weights, root_value)
 
-    def act(params, obs, key, greedy: bool = False, legal=None, temperature=1.0):
+    def act(params, obs, key, greedy: bool = False, legal=None, temperature=1.0,
+            env_state=None):
         """Actions for a batch of observations by search (all actions legal if no mask)."""
         if legal is None:
             legal = jnp.ones((obs.shape[0], num_actions), bool)
-        return search(params, obs, legal, key, temperature, greedy).action
+        return search(params, obs, legal, key, temperature, greedy, env_state).action
 
     def value_targets(target_params, batch: Batch) -> jax.Array:
         """n-step targets [B, K+1] for unroll steps 0..K, bootstrapped by the target network."""
@@ -476,9 +551,14 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
             K, config.n_step, step_discount,
         )
 
-    def reanalyse(params, batch: Batch, key) -> jax.Array:
-        """Policy targets [B, L, A] with steps 0..K of every `stride`-th row searched afresh
-        with the latest parameters (a strided choice splits evenly over devices)."""
+    def reanalyse(target_params, batch: Batch, key) -> jax.Array:
+        """Policy targets [B, L, A]: steps 0..K of every `stride`-th row searched afresh with
+        the target parameters (a strided choice splits evenly over devices).
+
+        Runs before the gradient step, outside `jax.grad`: fresh targets are data, as stored
+        ones are, and a search with the slowly moving target network is stabler than one
+        with the parameters being updated.
+        """
         if config.reanalyse_fraction == 0:
             return batch.policy
         stride = max(1, round(1.0 / config.reanalyse_fraction))
@@ -486,20 +566,13 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         count = rows.shape[0] * (K + 1)
         obs = batch.obs[rows, : K + 1].reshape(count, *spec.obs_shape)
         legal = batch.legal[rows, : K + 1].reshape(count, num_actions)
-        fresh = search(params, obs, legal, key, greedy=True).policy
-        fresh = jax.lax.stop_gradient(fresh).reshape(rows.shape[0], K + 1, num_actions)
+        fresh = search(target_params, obs, legal, key, greedy=True).policy
+        fresh = fresh.reshape(rows.shape[0], K + 1, num_actions)
         return batch.policy.at[rows, : K + 1].set(fresh)
 
-    def loss_fn(params, target_params, batch: Batch, key):
-        alive, absorbing = unroll_masks(batch.terminated, batch.truncated, batch.valid, K)
-        z = jax.lax.stop_gradient(value_targets(target_params, batch))
-        z = jnp.where(alive, z, 0.0)
-        policy_targets = reanalyse(params, batch, key)[:, : K + 1]
-        value_mask = (alive | absorbing).astype(jnp.float32)
-        policy_mask = alive.astype(jnp.float32)
-        reward_targets = jnp.where(alive[:, :K], batch.reward[:, :K], 0.0)
-        reward_mask = value_mask[:, :K]
-
+    def unroll_model(params, batch: Batch):
+        """Logits of policy and value [B, K+1, .] and reward [B, K, bins]: step 0 from the
+        representation of the first observation, steps 1..K from the learned dynamics."""
         latent, policy_logits, value_logits = represent_predict(params, batch.obs[:, 0])
 
         def unroll(latent, action):
@@ -518,8 +591,29 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         # [B, K+1, bins]: step 0 from the representation, steps 1..K from the dynamics
         policy_all = jnp.concatenate([policy_logits[:, None], later_policy.swapaxes(0, 1)], 1)
         value_all = jnp.concatenate([value_logits[:, None], later_value.swapaxes(0, 1)], 1)
-        reward_logits = reward_logits.swapaxes(0, 1)
+        return policy_all, value_all, reward_logits.swapaxes(0, 1)
 
+    def loss_fn(params, target_params, batch: Batch):
+        alive, absorbing = unroll_masks(batch.terminated, batch.truncated, batch.valid, K)
+        z = jax.lax.stop_gradient(value_targets(target_params, batch))
+        z = jnp.where(alive, z, 0.0)
+        policy_targets = batch.policy[:, : K + 1]
+        policy_mask = alive.astype(jnp.float32)
+        reward_targets = jnp.where(alive[:, :K], batch.reward[:, :K], 0.0)
+        if config.model == "env":
+            # AlphaZero: no model to teach; predict at the stored real positions 0..K
+            value_mask = policy_mask
+            reward_mask = jnp.zeros_like(value_mask[:, :K])
+            rows = batch.obs.shape[0]
+            positions = batch.obs[:, : K + 1].reshape(rows * (K + 1), *spec.obs_shape)
+            _, policy_all, value_all = represent_predict(params, positions)
+            policy_all = policy_all.reshape(rows, K + 1, -1)
+            value_all = value_all.reshape(rows, K + 1, -1)
+            reward_logits = jnp.zeros((rows, K, config.support_bins))
+        else:
+            value_mask = (alive | absorbing).astype(jnp.float32)
+            reward_mask = value_mask[:, :K]
+            policy_all, value_all, reward_logits = unroll_model(params, batch)
         value_ce = optax.softmax_cross_entropy(value_all, scalar_to_probs(z, value_support))
         reward_ce = optax.softmax_cross_entropy(
             reward_logits, scalar_to_probs(reward_targets, reward_support)
@@ -532,7 +626,7 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
             + jnp.sum(reward_ce * reward_mask * step_scale[1:], 1)
         )
         loss = jnp.mean(batch.weights * per_row)
-        value_error = jnp.abs(logits_to_scalar(value_logits, value_support) - z[:, 0])
+        value_error = jnp.abs(logits_to_scalar(value_all[:, 0], value_support) - z[:, 0])
         aux = {
             "value_loss": jnp.mean(jnp.sum(value_ce * value_mask * step_scale, 1)),
             "policy_loss": jnp.mean(jnp.sum(policy_ce * policy_mask * step_scale, 1)),
@@ -547,7 +641,8 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         """One gradient step on a batch; returns the new state, metrics and new priorities
         (the absolute value error at each row's first step)."""
         key = jax.random.PRNGKey(0) if key is None else key
-        grads, (value_error, aux) = grad_fn(state.params, state.target_params, batch, key)
+        batch = batch._replace(policy=reanalyse(state.target_params, batch, key))
+        grads, (value_error, aux) = grad_fn(state.params, state.target_params, batch)
         if axis_name is not None:
             grads = jax.lax.pmean(grads, axis_name)
         step, opt_state = optimizer.update(grads, state.opt_state, state.params)
@@ -581,12 +676,18 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         progress = state.iteration / config.num_iterations
         temperature = temperature_at(config, progress)
         search_key, env_key = jax.random.split(key)
+        search_key, opening_key = jax.random.split(device_key(search_key, axis_name))
         vstate = env_state.envs
         legal = legal_actions(env, vstate.env_state)
-        out = search(state.params, vstate.obs, legal, search_key, temperature)
-        next_vstate, result = step_envs(env, vstate, out.action, env_key)
+        out = search(state.params, vstate.obs, legal, search_key, temperature,
+                     env_state=vstate.env_state)
+        action = jnp.where(env_state.ply < config.opening_plies,
+                           random_legal_actions(opening_key, legal), out.action)
+        next_vstate, result = step_envs(env, vstate, action, env_key)
+        episode_over = result.terminated | result.truncated
+        ply = jnp.where(episode_over, 0, env_state.ply + 1)
         transition = {
-            "obs": vstate.obs, "action": out.action, "reward": result.reward,
+            "obs": vstate.obs, "action": action, "reward": result.reward,
             "terminated": result.terminated, "truncated": result.truncated,
             "next_obs": result.info["final_observation"], "policy": out.policy,
             "legal": legal,
@@ -596,7 +697,7 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         metrics = {**episodes, "temperature": temperature, "search_value": jnp.mean(out.value)}
         if axis_name is not None:
             metrics["search_value"] = jax.lax.pmean(metrics["search_value"], axis_name)
-        return EnvState(next_vstate, buffer), metrics
+        return EnvState(next_vstate, ply, buffer), metrics
 
     def learn(state: State, buffer, key):
         local_batch = local_batch_size(config.batch_size, axis_name)
@@ -606,7 +707,7 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         def one_update(carry, k):
             state, buffer = carry
             sample_key, reanalyse_key = jax.random.split(k)
-            batch, index = sample(buffer, sample_key, local_batch, beta)
+            batch, index = sample(buffer, device_key(sample_key, axis_name), local_batch, beta)
             state, metrics, value_error = update(state, batch, reanalyse_key)
             buffer = replay.update_priorities(buffer, index, value_error, config.priority_alpha)
             return (state, buffer), metrics
@@ -625,7 +726,7 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         buffer = keep_where(ready, buffer, env_state.replay)
         metrics = nan_unless(ready, metrics)
         state = state.replace(iteration=state.iteration + 1)
-        return state, EnvState(env_state.envs, buffer), {**metrics, **collect_metrics}
+        return state, env_state.replace(replay=buffer), {**metrics, **collect_metrics}
 
     def init_envs(key, env_ids) -> EnvState:
         vstate = reset_envs(env, key, env_ids)
@@ -636,7 +737,8 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
             "next_obs": obs, "policy": jnp.zeros((num_actions,), jnp.float32),
             "legal": jnp.zeros((num_actions,), bool),
         }
-        return EnvState(vstate, replay.init_prioritized(example, env_ids.shape[0], capacity))
+        ply = jnp.zeros(env_ids.shape[0], jnp.int32)
+        return EnvState(vstate, ply, replay.init_prioritized(example, env_ids.shape[0], capacity))
 
     return Agent(
         config=config,
@@ -652,9 +754,9 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
 
 
 def greedy_action(agent: Agent) -> Callable[..., jax.Array]:
-    """Greedy search actions for evaluation (legal-action mask when the env gives one)."""
-    return lambda state, obs, key, legal=None: agent.act(
-        state.params, obs, key, greedy=True, legal=legal
+    """Greedy search actions for evaluation (the env model searches from `env_state`)."""
+    return lambda state, obs, key, legal=None, env_state=None: agent.act(
+        state.params, obs, key, greedy=True, legal=legal, env_state=env_state
     )
 
 

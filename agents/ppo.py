@@ -353,7 +353,9 @@ def greedy_action(agent: Agent) -> Callable[[State, jax.Array, jax.Array], jax.A
     """Deterministic actions (argmax / Gaussian mean clipped to the bounds) for evaluation."""
     space = agent.spec.action_space
 
-    def policy(state: State, obs: jax.Array, key: jax.Array) -> jax.Array:
+    def policy(state: State, obs: jax.Array, key: jax.Array, legal=None,
+               env_state=None) -> jax.Array:
+        del legal, env_state  # every action is legal; acting needs the observation only
         action = agent.act(state.params, obs, key, greedy=True)[0]
         if isinstance(space, Box):
             action = jnp.clip(action, jnp.asarray(space.low), jnp.asarray(space.high))

@@ -43,6 +43,7 @@ from jaxrl_sys.config import (
 )
 from jaxrl_sys.execution import agent_fns
 from jaxrl_sys.host_loop import HostFns
+from jaxrl_sys.learner import device_key
 from jaxrl_sys.networks import ACTIVATIONS
 from jaxrl_sys.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
 from jaxrl_sys.types import Box, Env, EnvSpec, Metrics
@@ -433,14 +434,13 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
 
         Returns (state, buffer, metrics averaged over the updates or 0, whether it learned).
         """
-        device = 0 if axis_name is None else jax.lax.axis_index(axis_name)
         buffer = replay.add(buffer, transition)
         state = state.replace(env_steps=state.env_steps + config.num_envs)
         learn = state.env_steps >= config.learning_starts
 
         def one_update(state, u):
             sample_key, grad_key = jax.random.split(jax.random.fold_in(key, u))
-            batch, _ = replay.sample(buffer, jax.random.fold_in(sample_key, device), local_batch)
+            batch, _ = replay.sample(buffer, device_key(sample_key, axis_name), local_batch)
             new_state, metrics = update(state, batch, grad_key)
             state = jax.tree.map(lambda n, o: jnp.where(learn, n, o), new_state, state)
             return state, metrics
@@ -556,7 +556,9 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
 
 def greedy_action(agent: Agent) -> Callable[[State, jax.Array, jax.Array], jax.Array]:
     """Deterministic actions (the squashed mean, in env units) for evaluation."""
-    return lambda state, obs, key: agent.act(state.params, obs, key, greedy=True)
+    return lambda state, obs, key, legal=None, env_state=None: agent.act(
+        state.params, obs, key, greedy=True
+    )
 
 
 DEFAULT_EVAL_EPISODES = 0  # training returns already measure SAC's (stochastic) policy

@@ -15,6 +15,7 @@ from jaxrl_sys.types import Env
 EnvFactory = Callable[..., Env]
 
 GYMNASIUM_PREFIX = "gymnasium:"
+PGX_PREFIX = "pgx:"
 
 # gymnax ids that construct without network access (MNISTBandit-bsuite downloads data).
 # Kept as literals so `names()` and error messages never pay for importing gymnax.
@@ -129,7 +130,13 @@ def make(
             f"{name!r} is not a JAX env: it runs in worker processes through the host loop "
             "(envs.make_host)"
         )
-    if name in _OWN:
+    if name.startswith(PGX_PREFIX):
+        if params:
+            raise EnvParamError(f"{name} takes no env params, got {', '.join(sorted(params))}")
+        from envs import pgx_env  # lazy: importing pgx is not free
+
+        env = pgx_env.make(name)
+    elif name in _OWN:
         env = _make_own(name, params)
     elif name in GYMNAX_NAMES:
         env = _make_gymnax(name, params)

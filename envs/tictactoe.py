@@ -11,6 +11,7 @@ NumPy on first use.
 from __future__ import annotations
 
 import functools
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -136,6 +137,20 @@ def perfect_action(board: jax.Array, player_to_move: jax.Array, key: jax.Array) 
     return _perfect_move(board, player_to_move, jax.random.uniform(key))
 
 
+def perfect_player(env) -> Callable[..., jax.Array]:
+    """The perfect player as an arena policy for `env` (TicTacToe-v0, wrapped or not):
+    `policy(params, obs, key, legal=, env_state=) -> actions` over a batch of games."""
+    innermost = getattr(env, "innermost_state", lambda s: s)
+
+    def policy(params, obs, key, legal=None, env_state=None) -> jax.Array:
+        del params, obs, legal
+        state = innermost(env_state)
+        keys = jax.random.split(key, state.board.shape[0])
+        return jax.vmap(perfect_action)(state.board, state.player, keys)
+
+    return policy
+
+
 def uniform_choice(mask: jax.Array, u: jax.Array) -> jax.Array:
     """Index of the floor(u * count)-th True entry of `mask` [9] for u ~ U[0, 1): a uniform pick.
 
@@ -238,6 +253,10 @@ class TicTacToe:
     def legal_actions(self, state: TicTacToeState) -> jax.Array:
         """bool [9]: the legal moves of the side to move (none once the game is over)."""
         return empty_cells(state.board) & ~game_over(state.board)
+
+    def player_to_move(self, state: TicTacToeState) -> jax.Array:
+        """int32: the seat to move, 0 for the side that opened the game (X), 1 for O."""
+        return state.player
 
     # ------------------------------------------------------------------------------ internals
 

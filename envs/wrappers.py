@@ -43,6 +43,17 @@ class Wrapper:
 
         return legal_actions
 
+    @property
+    def player_to_move(self) -> Callable[[PyTree], jax.Array]:
+        """The inner env's `player_to_move(state)` on this wrapper's state (two-player games)."""
+        inner = self.env.player_to_move  # raises AttributeError when the inner env has none
+        return lambda state: inner(state.env_state)
+
+    def innermost_state(self, state: PyTree) -> PyTree:
+        """The innermost env's part of this wrapper's `state`."""
+        inner = getattr(self.env, "innermost_state", lambda s: s)
+        return inner(state.env_state)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.env!r})"
 

@@ -18,8 +18,9 @@ def evaluate(
 ) -> tuple[jax.Array, jax.Array]:
     """Returns and lengths of the first episode of one env per id in `episode_ids` [N].
 
-    `policy(params, obs, key) -> actions` acts on a batch (for an env with legal-action masks,
-    `policy(params, obs, key, legal=mask)`); `env` must report episode
+    `policy(params, obs, key, legal=masks, env_state=states) -> actions` acts on a batch; it
+    gets `legal` only from an env with legal-action masks, and the env states for policies
+    that search with the env as model (AlphaZero). `env` must report episode
     statistics (envs.make does by default). Runs `max_episode_steps` steps, so every env's
     first episode ends (by termination or by the time limit). Episodes are keyed by id, so
     splitting the ids over devices gives the same episodes. Jittable and vmappable.
@@ -34,9 +35,9 @@ def evaluate(
         act_key, step_key = jax.random.split(jax.random.fold_in(run_key, t))
         if hasattr(env, "legal_actions"):
             legal = legal_actions(env, vstate.env_state)
-            actions = policy(params, vstate.obs, act_key, legal=legal)
+            actions = policy(params, vstate.obs, act_key, legal=legal, env_state=vstate.env_state)
         else:
-            actions = policy(params, vstate.obs, act_key)
+            actions = policy(params, vstate.obs, act_key, env_state=vstate.env_state)
         vstate, result = step_envs(env, vstate, actions, step_key)
         info = result.info
         first = info["episode_done"] & ~finished

@@ -114,12 +114,15 @@ def place(
     iters_per_chunk: int = 1,
     eval_fn: Optional[EvalFn] = None,
     eval_episodes: int = 0,
+    eval_outcomes: bool = False,
 ) -> Runner:
     """Place an agent on `num_devices` devices with `num_envs` envs per seed (global).
 
     With `eval_fn` and `eval_episodes > 0`, every chunk ends with a greedy evaluation of
     `eval_episodes` episodes (split over devices) inside the same compiled call; its mean
     return and length come back as metrics `eval_return` and `eval_length`, shape [seeds].
+    With `eval_outcomes` (games, whose returns are +1 win, 0 draw, -1 loss) also the
+    fractions `eval_win`, `eval_draw` and `eval_loss`.
     """
     mesh = make_mesh(num_devices)
     if num_envs % num_devices:
@@ -158,6 +161,10 @@ def place(
             returns, lengths = eval_fn(carry.agent_state, eval_key, ids)
             metrics["eval_return"] = jax.lax.pmean(jnp.mean(returns), DEVICE_AXIS)
             metrics["eval_length"] = jax.lax.pmean(jnp.mean(lengths), DEVICE_AXIS)
+            if eval_outcomes:
+                for name, hit in (("win", returns > 0), ("draw", returns == 0),
+                                  ("loss", returns < 0)):
+                    metrics[f"eval_{name}"] = jax.lax.pmean(jnp.mean(hit), DEVICE_AXIS)
         return carry, metrics
 
     init_sharded = jax.shard_map(

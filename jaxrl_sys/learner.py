@@ -1,5 +1,5 @@
 """Pieces that several learners share: the learning-rate schedule, each device's share of a
-global batch, and the warm-up gate of off-policy agents.
+global batch and its own random stream, and the warm-up gate of off-policy agents.
 
 The gate keeps one compiled program for the whole run: the learner step is computed every
 iteration and its result kept only once enough data has been collected.
@@ -32,6 +32,16 @@ def local_batch_size(batch_size: int, axis_name: Optional[str]) -> int:
     if batch_size % devices:
         raise ConfigError(f"batch_size={batch_size} does not divide over {devices} devices")
     return batch_size // devices
+
+
+def device_key(key: jax.Array, axis_name: Optional[str]) -> jax.Array:
+    """`key` folded with this device's index (0 outside a mapped axis).
+
+    The run key is replicated over devices; what must differ per device (search noise,
+    replay sample positions) draws from this key, or every device would draw the same numbers.
+    """
+    device = 0 if axis_name is None else jax.lax.axis_index(axis_name)
+    return jax.random.fold_in(key, device)
 
 
 def keep_where(ready: jax.Array, new: PyTree, old: PyTree) -> PyTree:

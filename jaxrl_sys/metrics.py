@@ -130,18 +130,24 @@ class RunLogger:
                 if key != "env_steps":
                     tb_value = math.nan if value is None else float(value)
                     self._writer.add_scalar(key, tb_value, global_step=env_steps)
-        self._advance_bar(env_steps, rate, values.get("mean_return"))
+        self._advance_bar(env_steps, rate, values)
         self._last_time, self._last_steps, self._last_metrics = now, env_steps, values
 
-    def _advance_bar(self, env_steps: int, rate: Optional[float], mean_return: Scalar) -> None:
-        """Move the progress bar to `env_steps` with a steps/s and return postfix."""
+    def _advance_bar(self, env_steps: int, rate: Optional[float],
+                     values: Mapping[str, Scalar]) -> None:
+        """Move the progress bar to `env_steps` with a steps/s, return and (for games)
+        greedy win/draw/loss postfix."""
         if self._bar is None:
             return
         parts = []
         if rate is not None:
             parts.append(format_rate(rate))
+        mean_return = values.get("mean_return")
         if isinstance(mean_return, (int, float)) and not isinstance(mean_return, bool):
             parts.append(f"return={mean_return:.4g}")
+        outcomes = [values.get(f"eval_{k}") for k in ("win", "draw", "loss")]
+        if all(isinstance(v, float) for v in outcomes):
+            parts.append("W/D/L=" + "/".join(f"{v:.0%}" for v in outcomes))
         self._bar.set_postfix_str(" ".join(parts), refresh=False)
         delta = env_steps - self._bar.n
         if delta > 0:

@@ -138,13 +138,14 @@ def render_episode(env, policy, agent_state, key, renderer) -> list:
 
     reset = jax.jit(env.reset)
     step = jax.jit(env.step)
-    act = jax.jit(lambda obs, k: policy(agent_state, obs[None], k)[0])
+    act = jax.jit(lambda obs, state, k: policy(
+        agent_state, obs[None], k, env_state=jax.tree.map(lambda x: x[None], state))[0])
     reset_key, run_key = jax.random.split(key)
     obs, state = reset(reset_key)
     frames = [renderer.frame(state)]
     for t in range(env.spec.max_episode_steps):
         act_key, step_key = jax.random.split(jax.random.fold_in(run_key, t))
-        obs, state, _, terminated, truncated, _ = step(step_key, state, act(obs, act_key))
+        obs, state, _, terminated, truncated, _ = step(step_key, state, act(obs, state, act_key))
         if bool(terminated) or bool(truncated):  # the env has already reset: stop here
             break
         frames.append(renderer.frame(state))

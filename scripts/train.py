@@ -244,6 +244,7 @@ def run(args: argparse.Namespace) -> int:
             iters_per_chunk=iters_per_chunk,
             eval_fn=eval_fn,
             eval_episodes=eval_episodes,
+            eval_outcomes=env.spec.num_players == 2,
         )
     seeds = np.arange(args.seed, args.seed + args.seeds)
     steps_per_chunk = iters_per_chunk * config.steps_per_iteration  # per seed
@@ -367,6 +368,9 @@ def run(args: argparse.Namespace) -> int:
         f"; greedy eval return {float(np.mean(final.eval_returns)):.1f} over {eval_episodes} "
         f"episodes/seed" if final.eval_returns is not None else ""
     )
+    if "eval_win" in final.scalars:
+        greedy += " (W/D/L " + "/".join(
+            f"{final.scalars[f'eval_{k}']:.0%}" for k in ("win", "draw", "loss")) + ")"
     if main_process:
         print(
             f"done: {steps:,} steps/seed x {args.seeds} seed(s) in {result.train_seconds:.1f} s "
