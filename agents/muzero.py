@@ -157,8 +157,19 @@ _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
+# any pgx board game: outcomes +-1 at the end, Monte-Carlo value targets (n covers a game of
+# connect four; longer games bootstrap from the target network)
+_BOARD_GAME_DEFAULTS: dict[str, Any] = dict(
+    total_steps=1_000_000, num_envs=64, updates_per_iteration=2, discount=1.0, n_step=42,
+    value_max=1.0, reward_max=1.0, support_bins=21, num_simulations=32, learning_starts=5_000,
+    buffer_size=200_000, temperatures=(1.0,), temperature_milestones=(),
+)
+
+
 def default_config(env_name: str) -> Config:
     """The MuZero config for `env_name`: shared defaults with that env's overrides applied."""
+    if env_name.startswith("pgx:"):
+        return dataclasses.replace(Config(), **_BOARD_GAME_DEFAULTS)
     return dataclasses.replace(Config(), **_ENV_DEFAULTS.get(env_name, {}))
 
 

@@ -51,33 +51,38 @@ def check_args(args: argparse.Namespace) -> None:
                                "or a run directory")
 
 
-def load_player(run_dir: str, chunk: Optional[int]):
-    """(run args, agent setup, greedy policy, first seed's agent state) of a saved run."""
+def game_setup(run_dir: str):
+    """(run args, agent setup) of a saved run of a two-player game; nothing is restored."""
+    run_args = train.resumed_args(argparse.Namespace(resume=run_dir, no_progress=True))
+    setup = train.build_agent(run_args)
+    if setup.host or setup.env.spec.num_players != 2:
+        raise train.UsageError(f"{run_dir} is a run of {setup.env_name}, not of a two-player "
+                               "game")
+    return run_args, setup
+
+
+def restore_state(run_dir: str, run_args, setup, chunk: Optional[int]):
+    """The agent state of the run's first seed from its checkpoint (default: the latest)."""
     import jax
     import numpy as np
 
     from jaxrl_sys.checkpoint import Checkpointer
     from jaxrl_sys.execution import place
 
-    run_args = train.resumed_args(argparse.Namespace(resume=run_dir, no_progress=True))
-    setup = train.build_agent(run_args)
-    if setup.host or setup.env.spec.num_players != 2:
-        raise train.UsageError(f"{run_dir} is a run of {setup.env_name}, not of a two-player "
-                               "game")
     runner = place(*setup.module.placement_fns(setup.agent), num_envs=setup.config.num_envs,
                    num_devices=run_args.devices)
     checkpointer = Checkpointer(run_dir, create=False)
     try:
-        carry, _ = checkpointer.restore(runner.init(
-            np.arange(run_args.seed, run_args.seed + run_args.seeds)), chunk)
+        carry, _ = checkpointer.restore(
+            runner.init(np.arange(run_args.seed, run_args.seed + run_args.seeds)), chunk)
     finally:
         checkpointer.close()
-    state = jax.tree.map(lambda x: x[0], carry.agent_state)
-    return run_args, setup, setup.module.greedy_action(setup.agent), state
+    return jax.tree.map(lambda x: x[0], carry.agent_state)
 
 
 def opponent_policy(name: str, setup):
-    """(policy, params) of a named opponent for the run's game."""
+    """(policy, params or a restore function) of a named opponent for the run's game; refuses
+    an opponent the game does not have before anything is restored."""
     import importlib
 
     from jaxrl_sys import arena
@@ -92,10 +97,11 @@ def opponent_policy(name: str, setup):
                                    f"{', '.join(PERFECT_PLAYERS)})")
         module, attr = PERFECT_PLAYERS[setup.env_name].split(":")
         return getattr(importlib.import_module(module), attr)(setup.env), None
-    other_args, other, policy, state = load_player(name, None)
+    other_args, other = game_setup(name)
     if other.env_name != setup.env_name:
         raise train.UsageError(f"{name} plays {other.env_name}, not {setup.env_name}")
-    return policy, state
+    policy = other.module.greedy_action(other.agent)
+    return policy, lambda: restore_state(name, other_args, other, None)
 
 
 def arena_run(args: argparse.Namespace) -> int:
@@ -110,8 +116,12 @@ def arena_run(args: argparse.Namespace) -> int:
 
     from jaxrl_sys import arena
 
-    _, setup, policy, state = load_player(args.run_dir, args.chunk)
+    run_args, setup = game_setup(args.run_dir)
     opponent, opponent_state = opponent_policy(args.opponent, setup)
+    state = restore_state(args.run_dir, run_args, setup, args.chunk)
+    if callable(opponent_state):
+        opponent_state = opponent_state()
+    policy = setup.module.greedy_action(setup.agent)
     play = jax.jit(lambda s, o, k: arena.play(setup.env, policy, s, opponent, o, k,
                                               jnp.arange(args.games)))
     results = jax.device_get(play(state, opponent_state, jax.random.PRNGKey(args.seed)))
@@ -133,9 +143,14 @@ def arena_run(args: argparse.Namespace) -> int:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from jaxrl_sys.checkpoint import CheckpointError
 
+    from agents import UnknownAgentError
+    from envs import UnknownEnvError
+    from jaxrl_sys.config import ConfigError
+
     try:
         return arena_run(build_parser().parse_args(argv))
-    except (train.UsageError, CheckpointError) as error:
+    except (train.UsageError, CheckpointError, UnknownEnvError, UnknownAgentError,
+            ConfigError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
 

@@ -59,10 +59,11 @@ def raw_env_steps_per_second(env_name: str, num_envs: int, steps: int, repeats: 
 
 
 def agent_steps_per_second(
-    agent_name: str, env_name: str, num_envs: int | None, iters: int, repeats: int
+    agent_name: str, env_name: str, num_envs: int | None, iters: int, repeats: int,
+    **overrides,
 ) -> float:
     """Training throughput (env steps per second, acting and learning) on one device, one seed,
-    with the agent's default config for `env_name` (and `num_envs` if given)."""
+    with the agent's default config for `env_name` (and `num_envs`, `overrides` if given)."""
     import jax
     import numpy as np
 
@@ -74,6 +75,7 @@ def agent_steps_per_second(
     config = module.default_config(env_name)
     if num_envs is not None:
         config = dataclasses.replace(config, num_envs=num_envs)
+    config = dataclasses.replace(config, **overrides)
     agent = module.make(envs.make(env_name), config)
     runner = place(*agent_fns(agent), num_envs=config.num_envs, iters_per_chunk=iters)
     carry = [runner.init(np.arange(1))]
@@ -120,26 +122,30 @@ def agents_table(repeats: int) -> list[str]:
 
 
 def search_simulations_per_second(
-    env_name: str, search: str, batch: int, simulations: int, repeats: int
+    env_name: str, search: str, batch: int, simulations: int, repeats: int,
+    model: str = "learned",
 ) -> float:
     """Simulations per second of one batched MuZero search (`batch` roots, `simulations` each)
-    with freshly initialised default networks for `env_name`."""
+    from fresh games, with freshly initialised default networks for `env_name`."""
     import jax
+    import jax.numpy as jnp
 
     import envs
     from agents import muzero
+    from jaxrl_sys.rollout import legal_actions, reset_envs
 
     env = envs.make(env_name)
     config = dataclasses.replace(
-        muzero.default_config(env_name), search=search, num_simulations=simulations
+        muzero.default_config(env_name), search=search, num_simulations=simulations, model=model
     )
     agent = muzero.make(env, config, axis_name=None)
     params = agent.init(jax.random.PRNGKey(0)).params
-    obs = jax.random.uniform(jax.random.PRNGKey(1), (batch, *env.spec.obs_shape))
-    legal = jax.numpy.ones((batch, env.spec.action_space.n), bool)
-    run = jax.jit(lambda p, o, l, k: agent.search(p, o, l, k).action)
+    vstate = reset_envs(env, jax.random.PRNGKey(1), jnp.arange(batch))
+    legal = legal_actions(env, vstate.env_state)
+    run = jax.jit(lambda p, v, l, k: agent.search(p, v.obs, l, k, env_state=v.env_state).action)
     key = jax.random.PRNGKey(2)
-    seconds = median_seconds(lambda: jax.block_until_ready(run(params, obs, legal, key)), repeats)
+    seconds = median_seconds(lambda: jax.block_until_ready(run(params, vstate, legal, key)),
+                             repeats)
     return batch * simulations / seconds
 
 
@@ -154,12 +160,19 @@ def muzero_table(repeats: int) -> list[str]:
             rows.append(f"| search ({search}) | {env_name} | 256 roots x 32 simulations | "
                         f"{rate:,.0f} simulations/s |")
             print(rows[-1], file=sys.stderr, flush=True)
-    for env_name in ("CartPole-v1", "TicTacToe-v0"):
+    for env_name in ("TicTacToe-v0", "pgx:connect_four"):
+        rate = search_simulations_per_second(env_name, "gumbel", 256, 32, repeats, model="env")
+        rows.append(f"| search (gumbel, AlphaZero: model=env) | {env_name} | 256 roots x 32 "
+                    f"simulations | {rate:,.0f} simulations/s |")
+        print(rows[-1], file=sys.stderr, flush=True)
+    for env_name, model in (("CartPole-v1", "learned"), ("TicTacToe-v0", "learned"),
+                            ("TicTacToe-v0", "env"), ("pgx:connect_four", "env")):
         config = muzero.default_config(env_name)
         iters = max(2, 8_192 // config.steps_per_iteration)
-        rate = agent_steps_per_second("muzero", env_name, None, iters, repeats)
-        rows.append(f"| self-play + learning | {env_name} | default config, {config.num_envs} "
-                    f"envs, {config.num_simulations} simulations | {rate:,.0f} env-steps/s |")
+        rate = agent_steps_per_second("muzero", env_name, None, iters, repeats, model=model)
+        rows.append(f"| self-play + learning{' (AlphaZero)' if model == 'env' else ''} | "
+                    f"{env_name} | default config, {config.num_envs} envs, "
+                    f"{config.num_simulations} simulations | {rate:,.0f} env-steps/s |")
         print(rows[-1], file=sys.stderr, flush=True)
     return rows
 

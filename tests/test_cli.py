@@ -46,6 +46,9 @@ def run_train(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
         (["--agent", "muzero", "--set", "search=alphazero"], "search must be one of"),
         (["--agent", "muzero", "--env", "TicTacToe-v0", "--set", "env.opponent=expert"],
          "opponent"),
+        (["--agent", "muzero", "--env", "pgx:no_such_game"], "unknown pgx game"),
+        (["--agent", "muzero", "--env", "pgx:2048"], "only two-player games"),
+        (["--agent", "muzero", "--set", "model=oracle"], "model must be one of"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(capsys, args, expected):
