@@ -147,7 +147,9 @@ class Config:
 
 
 _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
-    "CartPole-v1": {},
+    # two actions: min-max rescaled Q would always be 0 and 1 (a ~6.6-logit policy target
+    # whatever the value gap), which made greedy returns fall back after reaching 475
+    "CartPole-v1": dict(q_range=10.0),
     # the model must learn the rules (rewards of winning moves): many updates per env step
     "TicTacToe-v0": dict(
         total_steps=200_000, num_envs=64, updates_per_iteration=8, discount=1.0, n_step=9,

@@ -180,10 +180,12 @@ def train_muzero(env_name: str, config, seeds, chunks: int, eval_episodes: int):
 @pytest.mark.slow
 @pytest.mark.learning
 def test_muzero_learns_cartpole():
-    config = dataclasses.replace(muzero.default_config("CartPole-v1"), total_steps=60_000)
-    _, result = train_muzero("CartPole-v1", config, [0], chunks=4, eval_episodes=32)
+    """The shipped CartPole-v1 defaults (150k steps) on two seeds: both greedy evaluations end
+    at 400 or more (the solved bar is 475; 4-seed runs end at 431-500, see README)."""
+    config = muzero.default_config("CartPole-v1")
+    _, result = train_muzero("CartPole-v1", config, [0, 1], chunks=5, eval_episodes=32)
     greedy = result.history[-1].eval_returns
-    assert greedy.mean() >= 200, [h.eval_returns for h in result.history]
+    assert np.all(greedy >= 400), [h.eval_returns for h in result.history]
 
 
 @pytest.mark.slow
