@@ -168,7 +168,7 @@ def muzero_table(repeats: int) -> list[str]:
     for env_name, model in (("CartPole-v1", "learned"), ("TicTacToe-v0", "learned"),
                             ("TicTacToe-v0", "env"), ("pgx:connect_four", "env")):
         config = muzero.default_config(env_name)
-        iters = max(2, 8_192 // config.steps_per_iteration)
+        iters = max(2, 2_048 // config.steps_per_iteration)  # board games are slow on a CPU
         rate = agent_steps_per_second("muzero", env_name, None, iters, repeats, model=model)
         rows.append(f"| self-play + learning{' (AlphaZero)' if model == 'env' else ''} | "
                     f"{env_name} | default config, {config.num_envs} envs, "
