@@ -694,8 +694,10 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         legal = legal_actions(env, vstate.env_state)
         out = search(state.params, vstate.obs, legal, search_key, temperature,
                      env_state=vstate.env_state)
-        action = jnp.where(env_state.ply < config.opening_plies,
-                           random_legal_actions(opening_key, legal), out.action)
+        action = out.action
+        if config.opening_plies > 0:  # no extra draw in the hot loop when openings are off
+            action = jnp.where(env_state.ply < config.opening_plies,
+                               random_legal_actions(opening_key, legal), action)
         next_vstate, result = step_envs(env, vstate, action, env_key)
         episode_over = result.terminated | result.truncated
         ply = jnp.where(episode_over, 0, env_state.ply + 1)
