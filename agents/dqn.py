@@ -29,7 +29,7 @@ from jaxrl_sys.learner import (
     device_key, keep_where, learning_rate, local_batch_size, nan_unless,
 )
 from jaxrl_sys.networks import ACTIVATIONS, MLP, Head
-from jaxrl_sys.returns import n_step_targets
+from jaxrl_sys.returns import bootstrap_step, n_step_targets
 from jaxrl_sys.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
 from jaxrl_sys.types import Discrete, Env, EnvSpec, Metrics
 
@@ -222,9 +222,7 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
     def loss_fn(params, target_params, batch: Batch):
         # n_step_targets bootstraps each sequence only at its first stop (episode end or last
         # valid step), so evaluate the networks on that one next state per row (not all n)
-        next_valid = jnp.concatenate([batch.valid[:, 1:], jnp.zeros_like(batch.valid[:, :1])], 1)
-        ends = batch.terminated | batch.truncated | ~next_valid
-        stop = jnp.argmax(ends, axis=1)
+        stop = bootstrap_step(batch.terminated, batch.truncated, batch.valid)
         boot_obs = jnp.take_along_axis(
             batch.next_obs, stop.reshape(-1, 1, *([1] * len(spec.obs_shape))), axis=1
         )[:, 0]

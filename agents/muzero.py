@@ -35,7 +35,7 @@ from jaxrl_sys.learner import (
     device_key, keep_where, learning_rate, local_batch_size, nan_unless,
 )
 from jaxrl_sys.networks import ACTIVATIONS, MLP, Head
-from jaxrl_sys.returns import n_step_targets
+from jaxrl_sys.returns import bootstrap_step, n_step_targets
 from jaxrl_sys.rollout import (
     VecEnvState, episode_metrics, legal_actions, reset_envs, step_envs,
 )
@@ -554,11 +554,25 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         return search(params, obs, legal, key, temperature, greedy, env_state).action
 
     def value_targets(target_params, batch: Batch) -> jax.Array:
-        """n-step targets [B, K+1] for unroll steps 0..K, bootstrapped by the target network."""
+        """n-step targets [B, K+1] for unroll steps 0..K, bootstrapped by the target network.
+
+        Each target reads one next value (at its window's `bootstrap_step`), so the target
+        network runs on those K+1 states per row only, not on all K + n.
+        """
         b, length = batch.reward.shape
-        flat_next = batch.next_obs.reshape(b * length, *spec.obs_shape)
-        _, _, value_logits = represent_predict(target_params, flat_next)
-        next_values = logits_to_scalar(value_logits, value_support).reshape(b, length)
+        window = lambda x, k: jax.lax.dynamic_slice_in_dim(x, k, config.n_step, 1)  # noqa: E731
+        stops = jax.vmap(
+            lambda k: k + bootstrap_step(window(batch.terminated, k), window(batch.truncated, k),
+                                         window(batch.valid, k)),
+            out_axes=1,
+        )(jnp.arange(K + 1))  # [B, K+1]
+        index = stops.reshape(b, K + 1, *([1] * len(spec.obs_shape)))
+        boot_obs = jnp.take_along_axis(batch.next_obs, index, axis=1)
+        _, _, value_logits = represent_predict(
+            target_params, boot_obs.reshape(b * (K + 1), *spec.obs_shape))
+        values = logits_to_scalar(value_logits, value_support).reshape(b, K + 1)
+        # windows that stop at the same step read the same next state, so one array serves all
+        next_values = jnp.zeros((b, length)).at[jnp.arange(b)[:, None], stops].set(values)
         return unroll_value_targets(
             batch.reward, next_values, batch.terminated, batch.truncated, batch.valid,
             K, config.n_step, step_discount,

@@ -46,8 +46,9 @@ class LearningCase:
     """One promised (agent, env) pair, as its learning test trains it.
 
     `overrides` are applied on top of the agent's `default_config(env)`; empty means the
-    shipped defaults. `eval_episodes` > 0 judges the greedy policy (evaluated at every chunk's
-    end); 0 judges the mean return of the training episodes finished in each chunk.
+    shipped defaults. `eval_episodes` > 0 judges the greedy policy, evaluated at the end of
+    every `eval_every`-th chunk (host loop only; on device: every chunk) and of the last; 0
+    judges the mean return of the training episodes finished in each chunk.
     `chunks` matches `scripts/train.py`'s default, so a case trains what the user's command
     trains.
     """
@@ -56,6 +57,7 @@ class LearningCase:
     env: str
     threshold: float
     eval_episodes: int = 32
+    eval_every: int = 1
     overrides: tuple[tuple[str, Any], ...] = ()
     chunks: int = 20
     note: str = ""
@@ -72,8 +74,9 @@ CASES: tuple[LearningCase, ...] = (
     LearningCase("ppo", "Pendulum-v1", -200.0),
     LearningCase("dqn", "CartPole-v1", 475.0),
     LearningCase("sac", "Pendulum-v1", -200.0),
-    LearningCase("ppo", "gymnasium:CartPole-v1", 475.0, eval_episodes=0,
-                 note="host loop: one seed at a time, training returns"),
+    LearningCase("ppo", "gymnasium:CartPole-v1", 475.0, eval_every=4,
+                 note="host loop: one seed at a time; greedy evaluation in worker processes "
+                      "every 4th chunk (evaluations cost seconds each)"),
     LearningCase("muzero", "CartPole-v1", 200.0, overrides=(("total_steps", 60_000),),
                  note="the learning test's budget; MuZero's wider goals are issue 13's"),
 )
@@ -129,7 +132,7 @@ class CaseResult:
     threshold: float
     env_steps: list[int]  # per seed, at the end of each chunk
     train_returns: np.ndarray  # training episodes finished in the chunk (NaN if none)
-    eval_returns: Optional[np.ndarray]  # greedy evaluation at the chunk's end
+    eval_returns: Optional[np.ndarray]  # greedy evaluation at the chunk's end (NaN: none)
     seconds: float
 
     @property
@@ -248,23 +251,41 @@ def _run_device(case, agent_module, registry, config, seeds, iters, num_chunks, 
     return train, evals
 
 
+_HOST_EVAL_WORKERS = 2  # evaluation worker processes: more only add start-up time here
+
+
 def _run_host(case, agent_module, registry, config, seeds, iters, on_chunk):
+    """Seeds one after another; greedy evaluation (if asked) in worker processes of its own."""
     from jaxrl_sys import host_loop
 
     env = registry.make_host(case.env)
-    fns = agent_module.host_fns(agent_module.make(env, config, axis_name=None))
+    agent = agent_module.make(env, config, axis_name=None)
+    fns = agent_module.host_fns(agent)
+    policy = agent_module.greedy_action(agent)
     num_chunks = math.ceil(config.num_iterations / iters)
-    curves = []
+    curves, eval_curves = [], []
     for i, seed in enumerate(seeds):
+        evals = np.full(num_chunks, np.nan)
+
         def report(summary, _seconds, i=i):
             if on_chunk is not None:
                 on_chunk(i * num_chunks + summary.chunk + 1, len(seeds) * num_chunks)
             return False
 
-        result = host_loop.train(env, fns, seed=int(seed), num_iterations=config.num_iterations,
-                                 iters_per_chunk=iters, on_chunk=report)
+        def evaluate(chunk, saved, seed=seed, evals=evals):
+            returns, _ = host_loop.evaluate(env, policy, saved["agent_state"],
+                                            case.eval_episodes, seed=int(seed),
+                                            num_workers=_HOST_EVAL_WORKERS)
+            evals[chunk] = returns.mean()
+
+        result = host_loop.train(
+            env, fns, seed=int(seed), num_iterations=config.num_iterations,
+            iters_per_chunk=iters, on_chunk=report, checkpoint_every=case.eval_every,
+            on_checkpoint=evaluate if case.eval_episodes else None)
         curves.append([float(h.mean_return) for h in result.history])
-    return np.asarray(curves, float).T, None
+        eval_curves.append(evals)
+    evals = np.asarray(eval_curves, float).T if case.eval_episodes else None
+    return np.asarray(curves, float).T, evals
 
 
 def format_case_table(case: LearningCase, results: Sequence[CaseResult]) -> str:
@@ -275,7 +296,8 @@ def format_case_table(case: LearningCase, results: Sequence[CaseResult]) -> str:
     training return follows in brackets.
     """
     verdicts = [judge(r) for r in results]
-    measure = (f"greedy, {case.eval_episodes} episodes per seed" if case.eval_episodes
+    every = f", every {case.eval_every}th chunk" if case.eval_every > 1 else ""
+    measure = (f"greedy, {case.eval_episodes} episodes per seed{every}" if case.eval_episodes
                else "training episodes of the last chunk")
     lines = [
         f"#### {case.name}: threshold {case.threshold:g} ({measure}), "

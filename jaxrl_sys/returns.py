@@ -41,6 +41,16 @@ def gae(
     return advantages, advantages + values
 
 
+def bootstrap_step(terminated: jax.Array, truncated: jax.Array, valid: jax.Array) -> jax.Array:
+    """Index [B] of the step of sequences [B, n] whose next state `n_step_targets`
+    bootstraps from: the first episode end, or the last valid step, or n - 1.
+
+    Only that one next value is read, so learners evaluate their target network there alone.
+    """
+    next_valid = jnp.concatenate([valid[:, 1:], jnp.zeros_like(valid[:, :1])], axis=1)
+    return jnp.argmax(terminated | truncated | ~next_valid, axis=1)
+
+
 def n_step_targets(
     rewards: jax.Array,
     next_values: jax.Array,

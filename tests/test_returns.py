@@ -92,3 +92,24 @@ def test_n_step_targets_match_reference_with_episode_ends_and_cut_sequences():
     want = reference_n_step(rewards, next_values, terminated, truncated, valid, 0.9)
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
     assert (terminated[:, 0]).any() and (truncated[:, 0] & ~terminated[:, 0]).any()
+
+
+def test_n_step_targets_read_next_values_at_the_bootstrap_step_only():
+    """Learners evaluate their target network at `bootstrap_step` alone: the targets must not
+    change when every other next value is zeroed."""
+    from jaxrl_sys.returns import bootstrap_step, n_step_targets
+
+    rng = np.random.default_rng(2)
+    B, n = 400, 6
+    rewards = jnp.asarray(rng.normal(size=(B, n)), jnp.float32)
+    next_values = rng.normal(size=(B, n)).astype(np.float32)
+    terminated = jnp.asarray(rng.random((B, n)) < 0.15)
+    truncated = jnp.asarray(rng.random((B, n)) < 0.15)
+    valid = jnp.asarray(np.arange(n)[None, :] < rng.integers(1, n + 1, size=B)[:, None])
+    stop = np.asarray(bootstrap_step(terminated, truncated, valid))
+    only_stop = np.zeros_like(next_values)
+    only_stop[np.arange(B), stop] = next_values[np.arange(B), stop]
+    full = n_step_targets(rewards, jnp.asarray(next_values), terminated, truncated, valid, -0.9)
+    sparse = n_step_targets(rewards, jnp.asarray(only_stop), terminated, truncated, valid, -0.9)
+    np.testing.assert_array_equal(np.asarray(full), np.asarray(sparse))
+    assert len(set(stop.tolist())) == n  # every stop position occurs
