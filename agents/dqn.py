@@ -20,7 +20,7 @@ from flax import struct
 
 from jaxrl_sys import replay
 from jaxrl_sys.config import (
-    ConfigError, check_at_least, check_choice, check_layer_widths, check_positive,
+    ConfigError, check_at_least, check_budget, check_choice, check_layer_widths, check_positive,
     check_unit_interval, iterations,
 )
 from jaxrl_sys.execution import agent_fns
@@ -80,6 +80,7 @@ class Config:
         """Reject values that cannot work, with one line naming the field."""
         check_at_least(self, 1, "total_steps", "num_envs", "rollout_steps",
                        "updates_per_iteration", "batch_size", "n_step", "target_update_period")
+        check_budget(self)
         if self.buffer_size < self.num_envs * self.n_step:
             raise ConfigError(
                 f"buffer_size={self.buffer_size} must hold at least n_step steps of every env"

@@ -27,7 +27,7 @@ from flax import struct
 
 from jaxrl_sys import replay
 from jaxrl_sys.config import (
-    ConfigError, check_at_least, check_choice, check_layer_widths, check_positive,
+    ConfigError, check_at_least, check_budget, check_choice, check_layer_widths, check_positive,
     check_unit_interval, iterations,
 )
 from jaxrl_sys.execution import agent_fns
@@ -120,6 +120,7 @@ class Config:
                        "batch_size", "n_step", "unroll_steps", "num_simulations",
                        "max_considered_actions", "target_update_period", "latent_dim",
                        "conv_channels")
+        check_budget(self)
         check_at_least(self, 0, "learning_starts", "res_blocks", "opening_plies", "q_range")
         check_at_least(self, 3, "support_bins")
         if self.buffer_size < self.num_envs * self.sequence_length:
@@ -160,8 +161,10 @@ _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
 
 
 # any pgx board game: outcomes +-1 at the end, Monte-Carlo value targets (n covers a game of
-# connect four; longer games bootstrap from the target network)
+# connect four; longer games bootstrap from the target network). An MLP on the flattened
+# board: the conv torso made connect four's self-play ~10x slower on a CPU.
 _BOARD_GAME_DEFAULTS: dict[str, Any] = dict(
+    torso="mlp", hidden=(128, 128),
     total_steps=1_000_000, num_envs=64, updates_per_iteration=2, discount=1.0, n_step=42,
     value_max=1.0, reward_max=1.0, support_bins=21, num_simulations=32, learning_starts=5_000,
     buffer_size=200_000, temperatures=(1.0,), temperature_milestones=(),
@@ -332,7 +335,7 @@ class Agent(NamedTuple):
     init_envs: Callable[[jax.Array, jax.Array], EnvState]
     search: Callable[..., SearchOutput]
     act: Callable[..., jax.Array]
-    update: Callable[[State, Batch], tuple[State, Metrics, jax.Array]]
+    update: Callable[[State, Batch, jax.Array], tuple[State, Metrics, jax.Array]]
     train_step: Callable[[State, EnvState, jax.Array], tuple[State, EnvState, Metrics]]
 
 
@@ -664,10 +667,9 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
 
     grad_fn = jax.grad(loss_fn, has_aux=True)
 
-    def update(state: State, batch: Batch, key=None) -> tuple[State, Metrics, jax.Array]:
+    def update(state: State, batch: Batch, key: jax.Array) -> tuple[State, Metrics, jax.Array]:
         """One gradient step on a batch; returns the new state, metrics and new priorities
-        (the absolute value error at each row's first step)."""
-        key = jax.random.PRNGKey(0) if key is None else key
+        (the absolute value error at each row's first step). `key` drives reanalyse."""
         batch = batch._replace(policy=reanalyse(state.target_params, batch, key))
         grads, (value_error, aux) = grad_fn(state.params, state.target_params, batch)
         if axis_name is not None:

@@ -26,7 +26,7 @@ from flax import struct
 
 from jaxrl_sys import distributions as dist
 from jaxrl_sys.config import (
-    ConfigError, check_at_least, check_choice, check_layer_widths, check_positive,
+    ConfigError, check_at_least, check_budget, check_choice, check_layer_widths, check_positive,
     check_unit_interval, iterations,
 )
 from jaxrl_sys.networks import ACTIVATIONS, ActorCritic
@@ -78,6 +78,7 @@ class Config:
         """Reject values that cannot work, with one line naming the field."""
         check_at_least(self, 1, "total_steps", "num_envs", "num_steps", "update_epochs",
                        "num_minibatches")
+        check_budget(self)
         if self.num_steps % self.num_minibatches:
             raise ConfigError(
                 f"num_steps={self.num_steps} must be divisible by "

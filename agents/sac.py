@@ -38,7 +38,7 @@ from jax.flatten_util import ravel_pytree
 
 from jaxrl_sys import replay
 from jaxrl_sys.config import (
-    ConfigError, check_at_least, check_choice, check_layer_widths, check_positive,
+    ConfigError, check_at_least, check_budget, check_choice, check_layer_widths, check_positive,
     check_unit_interval,
 )
 from jaxrl_sys.execution import agent_fns
@@ -96,6 +96,7 @@ class Config:
         """Reject values that cannot work, with one line naming the field."""
         check_at_least(self, 1, "total_steps", "num_envs", "num_steps", "buffer_size",
                        "batch_size", "updates_per_step")
+        check_budget(self)
         check_at_least(self, 0, "learning_starts")
         if self.buffer_size % self.num_envs:
             raise ConfigError(

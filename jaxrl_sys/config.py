@@ -311,6 +311,19 @@ def check_layer_widths(config: Any, name: str) -> None:
         raise ConfigError(f"{name} must be positive layer widths, got {widths}")
 
 
+MAX_ITERATIONS = 2**31 - 1  # iteration counters are int32 on device
+
+
+def check_budget(config: Any) -> None:
+    """ConfigError if `total_steps` needs more iterations than the int32 counters hold."""
+    needed = iterations(config.total_steps, config.steps_per_iteration)
+    if needed > MAX_ITERATIONS:
+        raise ConfigError(
+            f"total_steps={config.total_steps:g} is too large: at most "
+            f"{MAX_ITERATIONS * config.steps_per_iteration:,} env steps with "
+            f"{config.steps_per_iteration} per iteration")
+
+
 def iterations(total_steps: int, steps_per_iteration: int) -> int:
     """Training iterations needed to take at least `total_steps` env steps (at least one)."""
     return max(1, -(-total_steps // steps_per_iteration))

@@ -105,6 +105,19 @@ class Runner:
     iters_per_chunk: int
 
 
+def check_placement(num_envs: int, num_devices: int, eval_episodes: int = 0) -> None:
+    """PlacementError unless envs and evaluation episodes split evenly over the devices.
+
+    Needs no device, so callers can refuse a placement before creating any.
+    """
+    if num_envs % num_devices:
+        raise PlacementError(f"num_envs={num_envs} does not divide over {num_devices} devices")
+    if eval_episodes % num_devices:
+        raise PlacementError(
+            f"eval_episodes={eval_episodes} does not divide over {num_devices} devices"
+        )
+
+
 def place(
     init_fn: InitFn,
     step_fn: StepFn,
@@ -124,16 +137,9 @@ def place(
     With `eval_outcomes` (games, whose returns are +1 win, 0 draw, -1 loss) also the
     fractions `eval_win`, `eval_draw` and `eval_loss`.
     """
+    check_placement(num_envs, num_devices, eval_episodes)
     mesh = make_mesh(num_devices)
-    if num_envs % num_devices:
-        raise PlacementError(
-            f"num_envs={num_envs} does not divide over {num_devices} devices"
-        )
     local_envs = num_envs // num_devices
-    if eval_episodes % num_devices:
-        raise PlacementError(
-            f"eval_episodes={eval_episodes} does not divide over {num_devices} devices"
-        )
 
     carry_specs = Carry(agent_state=P(), env_state=P(None, DEVICE_AXIS), key=P())
 

@@ -28,7 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_sys.driver import ChunkSummary, EPISODE_KEYS, TrainResult, summarize
+from jaxrl_sys.driver import ChunkSummary, EPISODE_KEYS, TrainResult, check_finite, summarize
+from jaxrl_sys.execution import all_finite
 from jaxrl_sys.types import EnvSpec, Metrics, PyTree
 
 _POLL_SECONDS = 0.05  # how often blocked threads look at the stop flag and the other's error
@@ -344,7 +345,8 @@ def train(
     run is evaluated from its checkpoints but not resumed).
 
     Raises `HostLoopError` if an env raises, a worker dies or a step exceeds
-    `config.step_timeout`. Worker processes are shut down on every exit path (errors and
+    `config.step_timeout`, and `NonFiniteError` (before checkpointing) if the learner's state
+    goes non-finite or a metric infinite. Worker processes are shut down on every exit path (errors and
     KeyboardInterrupt included).
     """
     config.validate()
@@ -395,6 +397,8 @@ def train(
             if len(chunk_metrics) == iters_per_chunk or iteration == num_iterations - 1:
                 chunk = len(history)
                 summary = summarize(chunk, len(chunk_metrics), _stack_chunk(chunk_metrics))
+                summary.state_finite = np.asarray([bool(all_finite(agent_state))])
+                check_finite(summary)  # NonFiniteError before a bad state is checkpointed
                 history.append(summary)
                 chunk_metrics = []
                 stop = on_chunk is not None and on_chunk(summary, time.perf_counter() - train_start)

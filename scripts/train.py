@@ -18,7 +18,7 @@ import math  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Optional, Sequence  # noqa: E402
+from typing import Any, Optional, Sequence  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -160,8 +160,12 @@ class AgentSetup:
     host: bool
 
 
-def build_agent(args: argparse.Namespace) -> AgentSetup:
-    """The agent module, env, config and agent that `args` (train.py's flags) describe."""
+def resolve_config(args: argparse.Namespace) -> tuple[Any, str, Any, dict]:
+    """The agent module, env name, validated config and env keyword arguments of `args`.
+
+    Touches no device: runs before devices are requested, so that bad input is refused
+    before anything is created.
+    """
     import agents
     import envs
     from jaxrl_sys.config import apply_overrides, split_env_overrides
@@ -173,9 +177,26 @@ def build_agent(args: argparse.Namespace) -> AgentSetup:
         config = dataclasses.replace(config, total_steps=args.total_steps)
     agent_pairs, env_kwargs = split_env_overrides(args.overrides)
     config = apply_overrides(config, agent_pairs)
+    config.validate()
+    if envs.is_host_env(env_name):
+        check_host_loop(args, module, config)
+    return module, env_name, config, env_kwargs
+
+
+def eval_episodes_of(args: argparse.Namespace, module, host: bool) -> int:
+    """Greedy evaluation episodes per chunk: the flag, else the agent's default (0 on host)."""
+    if args.eval_episodes is not None:
+        return args.eval_episodes
+    return 0 if host else getattr(module, "DEFAULT_EVAL_EPISODES", 0)
+
+
+def build_agent(args: argparse.Namespace) -> AgentSetup:
+    """The agent module, env, config and agent that `args` (train.py's flags) describe."""
+    import envs
+
+    module, env_name, config, env_kwargs = resolve_config(args)
     host = envs.is_host_env(env_name)
     if host:
-        check_host_loop(args, module, config)
         env = envs.make_host(env_name, **env_kwargs)
         agent = module.make(env, config, axis_name=None)
     else:
@@ -196,6 +217,14 @@ def run(args: argparse.Namespace) -> int:
     )
 
     group = distributed.process_group(args.coordinator, args.num_processes, args.process_id)
+    import envs
+    from jaxrl_sys.execution import check_placement
+
+    # refuse a config or placement that cannot work before any device is created
+    module, env_name, config, _ = resolve_config(args)
+    if not envs.is_host_env(env_name):
+        check_placement(config.num_envs, args.devices,
+                        eval_episodes_of(args, module, host=False))
     if group.multi:
         if args.devices % group.num_processes:
             raise UsageError(f"--devices {args.devices} does not divide over "
@@ -209,7 +238,6 @@ def run(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    import envs
     from jaxrl_sys import driver
     from jaxrl_sys.config import config_to_dict
     from jaxrl_sys.execution import place
@@ -220,10 +248,7 @@ def run(args: argparse.Namespace) -> int:
         setup.module, setup.env_name, setup.env, setup.config, setup.agent
     )
     env_kwargs, host = setup.env_kwargs, setup.host
-    eval_episodes = (
-        args.eval_episodes if args.eval_episodes is not None
-        else 0 if host else getattr(agent_module, "DEFAULT_EVAL_EPISODES", 0)
-    )
+    eval_episodes = eval_episodes_of(args, agent_module, host)
     if eval_episodes and getattr(config, "normalize_obs", False):
         raise UsageError("--eval-episodes needs normalize_obs=false (statistics live in the "
                          "training envs)")
@@ -319,36 +344,32 @@ def run(args: argparse.Namespace) -> int:
             return args.target_return is not None
         return False
 
-    if host:
-        from jaxrl_sys import host_loop
+    try:
+        if host:
+            from jaxrl_sys import host_loop
 
-        loop_config = host_loop.HostLoopConfig(staleness=args.staleness,
-                                               step_timeout=args.step_timeout)
-        try:
+            loop_config = host_loop.HostLoopConfig(staleness=args.staleness,
+                                                   step_timeout=args.step_timeout)
             result = host_loop.train(
                 env, agent_module.host_fns(agent), seed=args.seed,
                 num_iterations=config.num_iterations, iters_per_chunk=iters_per_chunk,
                 config=loop_config, on_chunk=on_chunk, checkpoint_every=args.checkpoint_every,
                 on_checkpoint=on_checkpoint,
             )
-        finally:
-            logger.close()
-            checkpointer.close()
-    else:
-        try:
+        else:
             result = driver.train(
                 runner, seeds, num_chunks, on_chunk, carry=restored, start_chunk=start_chunk,
                 checkpoint_every=args.checkpoint_every, on_checkpoint=on_checkpoint,
             )
-        except driver.NonFiniteError as error:
-            logger.close()
-            last = checkpointer.latest_chunk()
-            kept = (f"last good checkpoint: chunk {last} (resume with --resume {run_dir})"
-                    if last is not None else "no checkpoint was saved before it")
-            raise TrainingStopped(f"{error}; {kept}") from None
-        finally:
-            checkpointer.close()
-    logger.close()
+    except driver.NonFiniteError as error:
+        last = checkpointer.latest_chunk()
+        again = "evaluate it with scripts/evaluate.py" if host else f"resume with --resume {run_dir}"
+        kept = (f"last good checkpoint: chunk {last} ({again})"
+                if last is not None else "no checkpoint was saved before it")
+        raise TrainingStopped(f"{error}; {kept}") from None
+    finally:
+        logger.close()
+        checkpointer.close()
     if not result.history:
         if main_process:
             print(f"done: nothing left to run in {run_dir}")

@@ -49,6 +49,8 @@ def run_train(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
         (["--agent", "muzero", "--env", "pgx:no_such_game"], "unknown pgx game"),
         (["--agent", "muzero", "--env", "pgx:2048"], "only two-player games"),
         (["--agent", "muzero", "--set", "model=oracle"], "model must be one of"),
+        (["--set", "total_steps=1e99"], "total_steps=1e+99 is too large"),
+        (["--devices", "100000"], "num_envs=32 does not divide over 100000 devices"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(capsys, args, expected):

@@ -120,6 +120,20 @@ def test_off_policy_agents_run_end_to_end(tmp_path, agent, env_name, steps):
     assert not _children()
 
 
+def test_divergence_stops_the_cli_run_with_exit_1_before_saving_it(tmp_path, capsys):
+    """The README's non-finite guard holds in the host loop too: chunk 0 (before learning)
+    is saved, chunk 1 diverges, and the run stops naming it and the last good checkpoint."""
+    code = train_script.main([
+        "--agent", "dqn", "--env", "gymnasium:CartPole-v1", "--total-steps", "4096",
+        "--chunks", "4", "--checkpoint-every", "1", "--no-progress", "--run-root", str(tmp_path),
+        "--set", "learning_rate=1e30", "--set", "learning_starts=1536"])
+    assert code == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("error: non-finite parameters or optimiser state in chunk 1"), last
+    assert "last good checkpoint: chunk 0" in last, last
+    assert not _children()
+
+
 # -------------------------------------------------------------------------------- determinism
 
 

@@ -124,7 +124,7 @@ def test_one_update_on_eight_devices_equals_one_device():
         agent = muzero.make(env, config)
         state = agent.init(jax.random.PRNGKey(1))
         mapped = jax.shard_map(
-            lambda s, b: agent.update(s, b)[:2], mesh=make_mesh(num_devices),
+            lambda s, b: agent.update(s, b, jax.random.PRNGKey(2))[:2], mesh=make_mesh(num_devices),
             in_specs=(P(), P(DEVICE_AXIS)), out_specs=P(), check_vma=False,
         )
         return jax.device_get(jax.jit(mapped)(state, batch))
