@@ -96,12 +96,13 @@ class RunLogger:
         self._last_metrics: dict[str, Scalar] = {}
         self._closed = False
 
-    def reset_clock(self, env_steps: Optional[int] = None) -> None:
-        """Restart steps/s timing from now, e.g. after the first (compiling) chunk or on resume.
+    def reset_clock(self, env_steps: Optional[int] = None, elapsed: float = 0.0) -> None:
+        """Restart steps/s timing, e.g. to leave compilation out or on resume.
 
-        The next `log` measures from this moment and from `env_steps` (default: the last logged).
+        The next `log` measures from `elapsed` seconds before now (training that has already
+        run) and from `env_steps` (default: the last logged).
         """
-        now = time.perf_counter()
+        now = time.perf_counter() - elapsed
         steps = self._last_steps if env_steps is None else int(env_steps)
         self._clock_time = self._last_time = now
         self._clock_steps = self._last_steps = steps

@@ -325,6 +325,9 @@ def run(args: argparse.Namespace) -> int:
 
     def on_chunk(summary: driver.ChunkSummary, train_seconds: float) -> bool:
         steps_per_seed = (summary.chunk + 1) * steps_per_chunk
+        if summary.chunk == start_chunk:
+            # steps/s of this process's training only: not compilation, not a resumed past
+            logger.reset_clock(start_chunk * steps_per_chunk * args.seeds, elapsed=train_seconds)
         returns = summary.returns[np.isfinite(summary.returns)]
         logger.log(steps_per_seed * args.seeds, {
             "env_steps_per_seed": steps_per_seed,
