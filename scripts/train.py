@@ -117,6 +117,9 @@ class _SilentLogger:
     def log(self, env_steps: int, metrics: dict) -> None:
         pass
 
+    def reset_clock(self, env_steps: Optional[int] = None, elapsed: float = 0.0) -> None:
+        pass
+
     def close(self) -> dict:
         return {}
 
