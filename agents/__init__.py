@@ -15,6 +15,9 @@ class UnknownAgentError(ValueError):
     """An agent name that is not in AGENTS."""
 
 
+USER_ERRORS = (UnknownAgentError,)  # bad input: one line and exit code 2 in the scripts
+
+
 def load(name: str) -> ModuleType:
     """The agent module for `name` (e.g. "ppo")."""
     if name not in AGENTS:

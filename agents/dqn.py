@@ -10,7 +10,7 @@ batch and gradients are averaged with `lax.pmean`.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Callable, Optional
 
 import flax.linen as nn
 import jax
@@ -18,26 +18,25 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxrl_sys import replay
+from jaxrl_sys import collectives, replay
 from jaxrl_sys.config import (
-    ConfigError, check_at_least, check_budget, check_choice, check_layer_widths, check_positive,
-    check_unit_interval, iterations,
+    ConfigError, RolloutBudget, check_at_least, check_budget, check_choice, check_layer_widths,
+    check_positive, check_unit_interval, env_defaults,
 )
-from jaxrl_sys.execution import agent_fns
-from jaxrl_sys.host_loop import HostFns, Rollout
 from jaxrl_sys.learner import (
-    device_key, keep_where, learning_rate, local_batch_size, nan_unless,
+    TargetNetState, device_key, gradient_step, init_target_net_state, learn_after_warmup,
+    learning_rate, local_batch_size, priority_beta, replay_updates,
 )
 from jaxrl_sys.networks import ACTIVATIONS, MLP, Head
 from jaxrl_sys.returns import bootstrap_step, n_step_targets
 from jaxrl_sys.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
-from jaxrl_sys.types import Discrete, Env, EnvSpec, Metrics
+from jaxrl_sys.types import BoundAgent, Discrete, Env, EnvSpec, HostFns, Metrics, Rollout
 
 DEFAULT_ENV = "CartPole-v1"
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
+class Config(RolloutBudget):
     """DQN hyper-parameters; the defaults solve CartPole-v1."""
 
     total_steps: int = 100_000
@@ -68,14 +67,6 @@ class Config:
     activation: str = "relu"
     normalize_obs: bool = False
 
-    @property
-    def steps_per_iteration(self) -> int:
-        return self.num_envs * self.rollout_steps
-
-    @property
-    def num_iterations(self) -> int:
-        return iterations(self.total_steps, self.steps_per_iteration)
-
     def validate(self) -> None:
         """Reject values that cannot work, with one line naming the field."""
         check_at_least(self, 1, "total_steps", "num_envs", "rollout_steps",
@@ -104,7 +95,7 @@ _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
 
 def default_config(env_name: str) -> Config:
     """The DQN config for `env_name`: shared defaults with that env's overrides applied."""
-    return dataclasses.replace(Config(), **_ENV_DEFAULTS.get(env_name, {}))
+    return env_defaults(Config(), _ENV_DEFAULTS, env_name)
 
 
 class QNetwork(nn.Module):
@@ -125,15 +116,7 @@ class QNetwork(nn.Module):
         return value + advantage - advantage.mean(axis=-1, keepdims=True)
 
 
-@struct.dataclass
-class State:
-    """Learner state: online and target parameters, optimiser state, counters."""
-
-    params: Any
-    target_params: Any
-    opt_state: Any
-    iteration: jax.Array
-    updates: jax.Array
+State = TargetNetState  # online and target parameters, optimiser state, counters
 
 
 @struct.dataclass
@@ -144,30 +127,14 @@ class EnvState:
     replay: Any  # replay.ReplayState or replay.PrioritizedState
 
 
-class Batch(NamedTuple):
-    """Sampled n-step sequences [B, n, ...] and their importance weights [B]."""
-
-    obs: jax.Array
-    action: jax.Array
-    reward: jax.Array
-    terminated: jax.Array
-    truncated: jax.Array
-    next_obs: jax.Array
-    valid: jax.Array
-    weights: jax.Array
+Batch = replay.SequenceBatch  # sampled n-step sequences [B, n, ...], importance weights [B]
 
 
-class Agent(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class Agent(BoundAgent):
     """DQN's pure functions bound to one env and config."""
 
-    config: Config
-    spec: EnvSpec
     network: QNetwork
-    init: Callable[[jax.Array], State]
-    init_envs: Callable[[jax.Array, jax.Array], EnvState]
-    act: Callable[..., jax.Array]
-    update: Callable[[State, Batch], tuple[State, Metrics, jax.Array]]
-    train_step: Callable[[State, EnvState, jax.Array], tuple[State, EnvState, Metrics]]
     absorb: Callable[[State, Any, jax.Array], tuple[State, Any, Metrics]]
     init_replay: Callable[[int], Any]
 
@@ -188,8 +155,7 @@ def build_optimizer(config: Config) -> optax.GradientTransformation:
 def init(key: jax.Array, spec: EnvSpec, config: Config) -> State:
     """Fresh online/target parameters and optimiser state."""
     params = build_network(spec, config).init(key, jnp.zeros((1, *spec.obs_shape), jnp.float32))
-    zero = jnp.zeros((), jnp.int32)
-    return State(params, params, build_optimizer(config).init(params), zero, zero)
+    return init_target_net_state(params, build_optimizer(config))
 
 
 def epsilon_at(config: Config, env_steps: jax.Array) -> jax.Array:
@@ -251,23 +217,10 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
     def update(state: State, batch: Batch) -> tuple[State, Metrics, jax.Array]:
         """One gradient step on a batch; returns the new state, metrics and TD errors."""
         grads, (td_error, q_mean) = grad_fn(state.params, state.target_params, batch)
-        if axis_name is not None:
-            grads = jax.lax.pmean(grads, axis_name)
-        step, opt_state = optimizer.update(grads, state.opt_state, state.params)
-        params = optax.apply_updates(state.params, step)
-        updates = state.updates + 1
-        refresh = (updates % config.target_update_period) == 0
-        target_params = jax.tree.map(
-            lambda t, p: jnp.where(refresh, (1 - config.tau) * t + config.tau * p, t),
-            state.target_params, params,
-        )
+        new_state = gradient_step(state, grads, optimizer, axis_name=axis_name, tau=config.tau,
+                                  target_update_period=config.target_update_period)
         loss = jnp.mean(optax.huber_loss(td_error, delta=config.huber_delta))
-        metrics = {"loss": loss, "q_mean": q_mean}
-        if axis_name is not None:
-            metrics = jax.lax.pmean(metrics, axis_name)
-        new_state = state.replace(
-            params=params, target_params=target_params, opt_state=opt_state, updates=updates
-        )
+        metrics = collectives.pmean({"loss": loss, "q_mean": q_mean}, axis_name)
         return new_state, metrics, td_error
 
     def sample(buffer, key, batch_size: int, beta: jax.Array) -> tuple[Batch, Any]:
@@ -277,12 +230,7 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         else:
             data, valid, index = replay.sample_sequences(buffer, key, batch_size, config.n_step)
             weights = jnp.ones(batch_size, jnp.float32)
-        batch = Batch(
-            obs=data["obs"], action=data["action"], reward=data["reward"],
-            terminated=data["terminated"], truncated=data["truncated"],
-            next_obs=data["next_obs"], valid=valid, weights=weights,
-        )
-        return batch, index
+        return Batch.from_rows(data, valid, weights), index
 
     def collect(state: State, env_state: EnvState, key):
         env_steps = state.iteration * config.steps_per_iteration
@@ -306,28 +254,23 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
             one_step, (env_state.envs, env_state.replay), jnp.arange(config.rollout_steps)
         )
         episodes = jax.tree.map(jnp.sum, episodes)
-        if axis_name is not None:
-            episodes = jax.lax.psum(episodes, axis_name)
+        episodes = collectives.psum(episodes, axis_name)
         return EnvState(vstate, buffer), episodes, epsilon
 
     def learn(state: State, buffer, key):
         local_batch = local_batch_size(config.batch_size, axis_name)
-        progress = state.iteration / config.num_iterations
-        beta = config.priority_beta_start + progress * (1.0 - config.priority_beta_start)
+        beta = priority_beta(config.priority_beta_start, state.iteration, config.num_iterations)
 
-        def one_update(carry, k):
-            state, buffer = carry
+        def one_update(state, buffer, k):
             batch, index = sample(buffer, device_key(k, axis_name), local_batch, beta)
             state, metrics, td_error = update(state, batch)
             if config.prioritized:
                 buffer = replay.update_priorities(
                     buffer, index, jnp.abs(td_error), config.priority_alpha
                 )
-            return (state, buffer), metrics
+            return state, buffer, metrics
 
-        keys = jax.random.split(key, config.updates_per_iteration)
-        (state, buffer), metrics = jax.lax.scan(one_update, (state, buffer), keys)
-        return state, buffer, jax.tree.map(jnp.mean, metrics)
+        return replay_updates(one_update, state, buffer, key, config.updates_per_iteration)
 
     def absorb(state: State, buffer, key):
         """The learning half of an iteration, after its transitions are in `buffer`: learn
@@ -335,11 +278,7 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         ready = (state.iteration + 1) * config.steps_per_iteration >= max(
             config.learning_starts, config.n_step * config.num_envs
         )
-        learned, new_buffer, metrics = learn(state, buffer, key)
-        state = keep_where(ready, learned, state)
-        buffer = keep_where(ready, new_buffer, buffer)
-        metrics = nan_unless(ready, metrics)
-        return state.replace(iteration=state.iteration + 1), buffer, metrics
+        return learn_after_warmup(ready, learn, state, buffer, key)
 
     def train_step(state: State, env_state: EnvState, key):
         """Step every env `rollout_steps` times into replay, then `updates_per_iteration` updates."""
@@ -361,18 +300,8 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
     def init_envs(key, env_ids) -> EnvState:
         return EnvState(reset_envs(env, key, env_ids), init_replay(env_ids.shape[0]))
 
-    return Agent(
-        config=config,
-        spec=spec,
-        network=network,
-        init=lambda key: init(key, spec, config),
-        init_envs=init_envs,
-        act=act,
-        update=update,
-        train_step=train_step,
-        absorb=absorb,
-        init_replay=init_replay,
-    )
+    return Agent(config, spec, lambda key: init(key, spec, config), init_envs, act, update,
+                 train_step, network=network, absorb=absorb, init_replay=init_replay)
 
 
 def greedy_action(agent: Agent) -> Callable[[State, jax.Array, jax.Array], jax.Array]:
@@ -384,10 +313,6 @@ def greedy_action(agent: Agent) -> Callable[[State, jax.Array, jax.Array], jax.A
 
 DEFAULT_EVAL_EPISODES = 32  # training returns are epsilon-greedy; report the greedy policy
 
-
-def placement_fns(agent: Agent):
-    """(init_fn, step_fn) for `jaxrl_sys.execution.place`."""
-    return agent_fns(agent)
 
 
 def host_fns(agent: Agent) -> HostFns:

@@ -25,21 +25,21 @@ import numpy as np
 import optax
 from flax import struct
 
-from jaxrl_sys import replay
+from jaxrl_sys import collectives, replay
 from jaxrl_sys.config import (
-    ConfigError, check_at_least, check_budget, check_choice, check_layer_widths, check_positive,
-    check_unit_interval, iterations,
+    ConfigError, RolloutBudget, check_at_least, check_budget, check_choice, check_layer_widths,
+    check_positive, check_unit_interval, env_defaults,
 )
-from jaxrl_sys.execution import agent_fns
 from jaxrl_sys.learner import (
-    device_key, keep_where, learning_rate, local_batch_size, nan_unless,
+    TargetNetState, device_key, gradient_step, init_target_net_state, learn_after_warmup,
+    learning_rate, local_batch_size, priority_beta, replay_updates,
 )
 from jaxrl_sys.networks import ACTIVATIONS, MLP, Head
 from jaxrl_sys.returns import bootstrap_step, n_step_targets
 from jaxrl_sys.rollout import (
     VecEnvState, episode_metrics, legal_actions, reset_envs, step_envs,
 )
-from jaxrl_sys.types import Discrete, Env, EnvSpec, Metrics, PyTree
+from jaxrl_sys.types import BoundAgent, Discrete, Env, EnvSpec, Metrics, PyTree
 from jaxrl_sys.value_transform import Support, h, logits_to_scalar, scalar_to_probs
 
 DEFAULT_ENV = "CartPole-v1"
@@ -49,7 +49,7 @@ TORSOS = ("auto", "mlp", "conv")
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
+class Config(RolloutBudget):
     """MuZero hyper-parameters; the defaults solve CartPole-v1."""
 
     total_steps: int = 150_000
@@ -63,7 +63,7 @@ class Config:
     final_lr_fraction: float = 0.1
     weight_decay: float = 1e-4
     max_grad_norm: float = 5.0
-    discount: float = 0.98
+    gamma: float = 0.98
     n_step: int = 16  # steps of real reward before the bootstrap
     unroll_steps: int = 5  # K
     dynamics_grad_scale: float = 0.5
@@ -106,10 +106,6 @@ class Config:
         return self.num_envs
 
     @property
-    def num_iterations(self) -> int:
-        return iterations(self.total_steps, self.steps_per_iteration)
-
-    @property
     def sequence_length(self) -> int:
         """Stored steps read per sample: K unroll steps plus n steps of the last target."""
         return self.unroll_steps + self.n_step
@@ -128,7 +124,7 @@ class Config:
                               f"unroll_steps + n_step steps of every env")
         check_positive(self, "learning_rate", "max_grad_norm", "value_max", "reward_max",
                        "dirichlet_alpha", "value_loss_weight")
-        check_unit_interval(self, "discount", "final_lr_fraction", "dynamics_grad_scale",
+        check_unit_interval(self, "gamma", "final_lr_fraction", "dynamics_grad_scale",
                             "dirichlet_fraction", "priority_alpha", "priority_beta_start",
                             "reanalyse_fraction")
         if self.weight_decay < 0:
@@ -155,7 +151,7 @@ _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     # Four random opening plies show self-play the lines a perfect opponent may choose
     # (without them AlphaZero mode lost 6-14 of 100 games as second player at 60k-120k steps)
     "TicTacToe-v0": dict(
-        total_steps=200_000, num_envs=64, updates_per_iteration=8, discount=1.0, n_step=9,
+        total_steps=200_000, num_envs=64, updates_per_iteration=8, gamma=1.0, n_step=9,
         value_max=1.0, reward_max=1.0, support_bins=21, num_simulations=32,
         learning_starts=2_000, temperatures=(1.0,), temperature_milestones=(), opening_plies=4,
     ),
@@ -167,7 +163,7 @@ _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
 # board: the conv torso made connect four's self-play ~10x slower on a CPU.
 _BOARD_GAME_DEFAULTS: dict[str, Any] = dict(
     torso="mlp", hidden=(128, 128),
-    total_steps=1_000_000, num_envs=64, updates_per_iteration=2, discount=1.0, n_step=42,
+    total_steps=1_000_000, num_envs=64, updates_per_iteration=2, gamma=1.0, n_step=42,
     value_max=1.0, reward_max=1.0, support_bins=21, num_simulations=32, learning_starts=5_000,
     buffer_size=200_000, temperatures=(1.0,), temperature_milestones=(),
 )
@@ -177,7 +173,7 @@ def default_config(env_name: str) -> Config:
     """The MuZero config for `env_name`: shared defaults with that env's overrides applied."""
     if env_name.startswith("pgx:"):
         return dataclasses.replace(Config(), **_BOARD_GAME_DEFAULTS)
-    return dataclasses.replace(Config(), **_ENV_DEFAULTS.get(env_name, {}))
+    return env_defaults(Config(), _ENV_DEFAULTS, env_name)
 
 
 # ----------------------------------------------------------------------------- networks
@@ -271,15 +267,7 @@ class MuZeroNetwork(nn.Module):
 # ------------------------------------------------------------------------------- state
 
 
-@struct.dataclass
-class State:
-    """Learner state: online and target parameters, optimiser state, counters."""
-
-    params: Any
-    target_params: Any
-    opt_state: Any
-    iteration: jax.Array
-    updates: jax.Array
+State = TargetNetState  # online and target parameters, optimiser state, counters
 
 
 @struct.dataclass
@@ -304,19 +292,13 @@ class EnvNode:
 NO_PRIOR = -1e9  # prior logit of an illegal move inside the env-model tree
 
 
-class Batch(NamedTuple):
-    """Sampled sequences [B, L, ...] (L = K + n stored steps), validity and IS weights [B]."""
+@struct.dataclass
+class Batch(replay.SequenceBatch):
+    """Sampled sequences [B, L, ...] (L = K + n stored steps), validity and IS weights [B],
+    with the search's policy and the legal actions at each step [B, L, A]."""
 
-    obs: jax.Array
-    action: jax.Array
-    reward: jax.Array
-    terminated: jax.Array
-    truncated: jax.Array
-    next_obs: jax.Array
-    policy: jax.Array  # search policy at each step [B, L, A]
-    legal: jax.Array  # legal actions at each step [B, L, A]
-    valid: jax.Array
-    weights: jax.Array
+    policy: jax.Array
+    legal: jax.Array
 
 
 class SearchOutput(NamedTuple):
@@ -327,18 +309,12 @@ class SearchOutput(NamedTuple):
     value: jax.Array
 
 
-class Agent(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class Agent(BoundAgent):
     """MuZero's pure functions bound to one env and config."""
 
-    config: Config
-    spec: EnvSpec
     network: MuZeroNetwork
-    init: Callable[[jax.Array], State]
-    init_envs: Callable[[jax.Array, jax.Array], EnvState]
     search: Callable[..., SearchOutput]
-    act: Callable[..., jax.Array]
-    update: Callable[[State, Batch, jax.Array], tuple[State, Metrics, jax.Array]]
-    train_step: Callable[[State, EnvState, jax.Array], tuple[State, EnvState, Metrics]]
 
 
 def supports(config: Config) -> tuple[Support, Support]:
@@ -379,8 +355,7 @@ def init(key: jax.Array, spec: EnvSpec, config: Config) -> State:
     network = build_network(spec, config)
     obs = jnp.zeros((1, *spec.obs_shape), jnp.float32)
     params = network.init(key, obs, jnp.zeros((1,), jnp.int32))
-    zero = jnp.zeros((), jnp.int32)
-    return State(params, params, build_optimizer(config).init(params), zero, zero)
+    return init_target_net_state(params, build_optimizer(config))
 
 
 def random_legal_actions(key: jax.Array, legal: jax.Array) -> jax.Array:
@@ -458,7 +433,7 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
     num_actions = spec.action_space.n
     two_player = getattr(spec, "num_players", 1) == 2
     # the value after a move belongs to the opponent in a two-player zero-sum game
-    step_discount = -config.discount if two_player else config.discount
+    step_discount = -config.gamma if two_player else config.gamma
     capacity = config.buffer_size // config.num_envs  # per env
     K = config.unroll_steps
 
@@ -672,36 +647,18 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
     def update(state: State, batch: Batch, key: jax.Array) -> tuple[State, Metrics, jax.Array]:
         """One gradient step on a batch; returns the new state, metrics and new priorities
         (the absolute value error at each row's first step). `key` drives reanalyse."""
-        batch = batch._replace(policy=reanalyse(state.target_params, batch, key))
+        batch = batch.replace(policy=reanalyse(state.target_params, batch, key))
         grads, (value_error, aux) = grad_fn(state.params, state.target_params, batch)
-        if axis_name is not None:
-            grads = jax.lax.pmean(grads, axis_name)
-        step, opt_state = optimizer.update(grads, state.opt_state, state.params)
-        params = optax.apply_updates(state.params, step)
-        updates = state.updates + 1
-        refresh = (updates % config.target_update_period) == 0
-        target_params = jax.tree.map(
-            lambda t, p: jnp.where(refresh, p, t), state.target_params, params
-        )
+        new_state = gradient_step(state, grads, optimizer, axis_name=axis_name, tau=1.0,
+                                  target_update_period=config.target_update_period)
         metrics = {**aux, "loss": sum(aux[k] for k in ("value_loss", "policy_loss",
                                                        "reward_loss"))}
-        if axis_name is not None:
-            metrics = jax.lax.pmean(metrics, axis_name)
-        new_state = state.replace(
-            params=params, target_params=target_params, opt_state=opt_state, updates=updates
-        )
-        return new_state, metrics, value_error
+        return new_state, collectives.pmean(metrics, axis_name), value_error
 
     def sample(buffer: replay.PrioritizedState, key, batch_size: int, beta) -> tuple[Batch, Any]:
         _, index, weights = replay.sample_prioritized(buffer, key, batch_size, beta)
         data, valid = replay.gather_sequences(buffer.replay, index, config.sequence_length)
-        batch = Batch(
-            obs=data["obs"], action=data["action"], reward=data["reward"],
-            terminated=data["terminated"], truncated=data["truncated"],
-            next_obs=data["next_obs"], policy=data["policy"], legal=data["legal"],
-            valid=valid, weights=weights,
-        )
-        return batch, index
+        return Batch.from_rows(data, valid, weights), index
 
     def collect(state: State, env_state: EnvState, key):
         progress = state.iteration / config.num_iterations
@@ -728,37 +685,29 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         buffer = replay.add_prioritized(env_state.replay, transition)
         episodes = episode_metrics(result.info, axis_name)
         metrics = {**episodes, "temperature": temperature, "search_value": jnp.mean(out.value)}
-        if axis_name is not None:
-            metrics["search_value"] = jax.lax.pmean(metrics["search_value"], axis_name)
+        metrics["search_value"] = collectives.pmean(metrics["search_value"], axis_name)
         return EnvState(next_vstate, ply, buffer), metrics
 
     def learn(state: State, buffer, key):
         local_batch = local_batch_size(config.batch_size, axis_name)
-        progress = state.iteration / config.num_iterations
-        beta = config.priority_beta_start + progress * (1.0 - config.priority_beta_start)
+        beta = priority_beta(config.priority_beta_start, state.iteration, config.num_iterations)
 
-        def one_update(carry, k):
-            state, buffer = carry
+        def one_update(state, buffer, k):
             sample_key, reanalyse_key = jax.random.split(k)
             batch, index = sample(buffer, device_key(sample_key, axis_name), local_batch, beta)
             state, metrics, value_error = update(state, batch, reanalyse_key)
             buffer = replay.update_priorities(buffer, index, value_error, config.priority_alpha)
-            return (state, buffer), metrics
+            return state, buffer, metrics
 
-        keys = jax.random.split(key, config.updates_per_iteration)
-        (state, buffer), metrics = jax.lax.scan(one_update, (state, buffer), keys)
-        return state, buffer, jax.tree.map(jnp.mean, metrics)
+        return replay_updates(one_update, state, buffer, key, config.updates_per_iteration)
 
     def train_step(state: State, env_state: EnvState, key):
         """Search and step every env once into replay, then `updates_per_iteration` updates."""
         collect_key, learn_key = jax.random.split(key)
         env_state, collect_metrics = collect(state, env_state, collect_key)
         ready = (state.iteration + 1) * config.steps_per_iteration >= config.learning_starts
-        learned, buffer, metrics = learn(state, env_state.replay, learn_key)
-        state = keep_where(ready, learned, state)
-        buffer = keep_where(ready, buffer, env_state.replay)
-        metrics = nan_unless(ready, metrics)
-        state = state.replace(iteration=state.iteration + 1)
+        state, buffer, metrics = learn_after_warmup(ready, learn, state, env_state.replay,
+                                                    learn_key)
         return state, env_state.replace(replay=buffer), {**metrics, **collect_metrics}
 
     def init_envs(key, env_ids) -> EnvState:
@@ -773,17 +722,8 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         ply = jnp.zeros(env_ids.shape[0], jnp.int32)
         return EnvState(vstate, ply, replay.init_prioritized(example, env_ids.shape[0], capacity))
 
-    return Agent(
-        config=config,
-        spec=spec,
-        network=network,
-        init=lambda key: init(key, spec, config),
-        init_envs=init_envs,
-        search=search,
-        act=act,
-        update=update,
-        train_step=train_step,
-    )
+    return Agent(config, spec, lambda key: init(key, spec, config), init_envs, act, update,
+                 train_step, network=network, search=search)
 
 
 def greedy_action(agent: Agent) -> Callable[..., jax.Array]:
@@ -795,7 +735,3 @@ def greedy_action(agent: Agent) -> Callable[..., jax.Array]:
 
 DEFAULT_EVAL_EPISODES = 32  # training acts with exploration noise; report the greedy policy
 
-
-def placement_fns(agent: Agent):
-    """(init_fn, step_fn) for `jaxrl_sys.execution.place`."""
-    return agent_fns(agent)

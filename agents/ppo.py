@@ -24,29 +24,28 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
+from jaxrl_sys import collectives
 from jaxrl_sys import distributions as dist
 from jaxrl_sys.config import (
-    ConfigError, check_at_least, check_budget, check_choice, check_layer_widths, check_positive,
-    check_unit_interval, iterations,
+    ConfigError, RolloutBudget, check_at_least, check_budget, check_choice, check_layer_widths,
+    check_positive, check_unit_interval, env_defaults,
 )
 from jaxrl_sys.networks import ACTIVATIONS, ActorCritic
-from jaxrl_sys.execution import agent_fns
-from jaxrl_sys.host_loop import HostFns, Rollout
 from jaxrl_sys.learner import learning_rate
 from jaxrl_sys.returns import gae
 from jaxrl_sys.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
-from jaxrl_sys.types import Box, Env, EnvSpec, Metrics
+from jaxrl_sys.types import BoundAgent, Box, Env, EnvSpec, HostFns, Metrics, Rollout
 
 DEFAULT_ENV = "CartPole-v1"
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
+class Config(RolloutBudget):
     """PPO hyper-parameters; the defaults solve CartPole-v1 (see `default_config`)."""
 
     total_steps: int = 150_000
     num_envs: int = 32
-    num_steps: int = 32
+    rollout_steps: int = 32
     update_epochs: int = 4
     num_minibatches: int = 4
     learning_rate: float = 2.5e-3
@@ -66,22 +65,14 @@ class Config:
     activation: str = "tanh"
     normalize_obs: bool = False
 
-    @property
-    def steps_per_iteration(self) -> int:
-        return self.num_envs * self.num_steps
-
-    @property
-    def num_iterations(self) -> int:
-        return iterations(self.total_steps, self.steps_per_iteration)
-
     def validate(self) -> None:
         """Reject values that cannot work, with one line naming the field."""
-        check_at_least(self, 1, "total_steps", "num_envs", "num_steps", "update_epochs",
+        check_at_least(self, 1, "total_steps", "num_envs", "rollout_steps", "update_epochs",
                        "num_minibatches")
         check_budget(self)
-        if self.num_steps % self.num_minibatches:
+        if self.rollout_steps % self.num_minibatches:
             raise ConfigError(
-                f"num_steps={self.num_steps} must be divisible by "
+                f"rollout_steps={self.rollout_steps} must be divisible by "
                 f"num_minibatches={self.num_minibatches}"
             )
         check_positive(self, "learning_rate", "max_grad_norm", "clip_eps", "reward_scale")
@@ -101,7 +92,7 @@ _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     "Pendulum-v1": dict(
         total_steps=300_000,
         num_envs=32,
-        num_steps=128,
+        rollout_steps=128,
         update_epochs=10,
         num_minibatches=8,
         learning_rate=1e-3,
@@ -121,7 +112,7 @@ _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
                                   learning_rate=1e-3, clip_value=True, reward_scale=0.1,
                                   ent_coef=0.01),
     "MountainCarContinuous-v0": dict(
-        total_steps=1_000_000, num_envs=32, num_steps=128, ent_coef=0.0, normalize_obs=True,
+        total_steps=1_000_000, num_envs=32, rollout_steps=128, ent_coef=0.0, normalize_obs=True,
         learning_rate=3e-4, hidden=(64, 64),
     ),
 }
@@ -129,7 +120,7 @@ _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
 
 def default_config(env_name: str) -> Config:
     """The PPO config for `env_name`: shared defaults with that env's overrides applied."""
-    return dataclasses.replace(Config(), **_ENV_DEFAULTS.get(env_name, {}))
+    return env_defaults(Config(), _ENV_DEFAULTS, env_name)
 
 
 @struct.dataclass
@@ -155,17 +146,11 @@ class Trajectory(NamedTuple):
     env_ids: jax.Array  # [B]
 
 
-class Agent(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class Agent(BoundAgent):
     """PPO's pure functions bound to one env and config."""
 
-    config: Config
-    spec: EnvSpec
     network: ActorCritic
-    init: Callable[[jax.Array], State]
-    init_envs: Callable[[jax.Array, jax.Array], VecEnvState]
-    act: Callable[..., tuple[jax.Array, jax.Array, jax.Array]]
-    update: Callable[[State, Trajectory, jax.Array], tuple[State, Metrics]]
-    train_step: Callable[[State, VecEnvState, jax.Array], tuple[State, VecEnvState, Metrics]]
 
 
 def build_network(spec: EnvSpec, config: Config) -> ActorCritic:
@@ -194,10 +179,6 @@ def init(key: jax.Array, spec: EnvSpec, config: Config) -> State:
     params = network.init(key, jnp.zeros((1, *spec.obs_shape), jnp.float32))
     opt_state = build_optimizer(config).init(params)
     return State(params=params, opt_state=opt_state, iteration=jnp.zeros((), jnp.int32))
-
-
-def _pmean(x: Any, axis_name: Optional[str]) -> Any:
-    return x if axis_name is None else jax.lax.pmean(x, axis_name)
 
 
 def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent:
@@ -253,12 +234,11 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
             return next_vstate, (record, episode_metrics(result.info, None))
 
         vstate, (records, episodes) = jax.lax.scan(
-            one_step, env_state, jnp.arange(config.num_steps)
+            one_step, env_state, jnp.arange(config.rollout_steps)
         )
         trajectory = Trajectory(*records, env_ids=env_state.env_ids)
         episodes = jax.tree.map(jnp.sum, episodes)
-        if axis_name is not None:
-            episodes = jax.lax.psum(episodes, axis_name)
+        episodes = collectives.psum(episodes, axis_name)
         return vstate, trajectory, episodes
 
     def loss_fn(params, batch):
@@ -268,8 +248,8 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         advantages, returns = flat(advantages), flat(returns)
         old_log_probs, old_values = flat(old_log_probs), flat(old_values)
         if config.normalize_advantages:
-            mean = _pmean(jnp.mean(advantages), axis_name)
-            var = _pmean(jnp.mean((advantages - mean) ** 2), axis_name)
+            mean = collectives.pmean(jnp.mean(advantages), axis_name)
+            var = collectives.pmean(jnp.mean((advantages - mean) ** 2), axis_name)
             advantages = (advantages - mean) / (jnp.sqrt(var) + 1e-8)
         ratio = jnp.exp(log_probs - old_log_probs)
         clipped = jnp.clip(ratio, 1.0 - config.clip_eps, 1.0 + config.clip_eps)
@@ -298,12 +278,12 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
             config.gamma, config.gae_lambda,
         )
         data = (traj.obs, traj.actions, traj.log_probs, traj.values, advantages, returns)
-        steps_per_minibatch = config.num_steps // config.num_minibatches
+        steps_per_minibatch = config.rollout_steps // config.num_minibatches
 
         def epoch(carry, epoch_index):
             params, opt_state = carry
             epoch_key = jax.random.fold_in(key, epoch_index)
-            perms = jax.vmap(lambda k: jax.random.permutation(k, config.num_steps))(
+            perms = jax.vmap(lambda k: jax.random.permutation(k, config.rollout_steps))(
                 per_env_keys(epoch_key, traj.env_ids)
             ).T  # [T, B]: for env b, time index perms[t, b] goes to slot t
 
@@ -317,7 +297,7 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
             def minibatch_step(carry, batch):
                 params, opt_state = carry
                 grads, metrics = grad_fn(params, batch)
-                grads = _pmean(grads, axis_name)
+                grads = collectives.pmean(grads, axis_name)
                 updates, opt_state = optimizer.update(grads, opt_state, params)
                 params = optax.apply_updates(params, updates)
                 return (params, opt_state), metrics
@@ -327,12 +307,12 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         (params, opt_state), metrics = jax.lax.scan(
             epoch, (state.params, state.opt_state), jnp.arange(config.update_epochs)
         )
-        metrics = _pmean(jax.tree.map(jnp.mean, metrics), axis_name)
+        metrics = collectives.pmean(jax.tree.map(jnp.mean, metrics), axis_name)
         new_state = State(params=params, opt_state=opt_state, iteration=state.iteration + 1)
         return new_state, metrics
 
     def train_step(state: State, env_state: VecEnvState, key):
-        """Collect `num_steps` on every env, then learn from it."""
+        """Collect `rollout_steps` on every env, then learn from it."""
         rollout_key, update_key = jax.random.split(key)
         env_state, traj, episodes = rollout(state.params, env_state, rollout_key)
         state, metrics = update(state, traj, update_key)
@@ -341,16 +321,8 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
     def init_envs(key, env_ids):
         return reset_envs(env, key, env_ids)
 
-    return Agent(
-        config=config,
-        spec=spec,
-        network=network,
-        init=lambda key: init(key, spec, config),
-        init_envs=init_envs,
-        act=act,
-        update=update,
-        train_step=train_step,
-    )
+    return Agent(config, spec, lambda key: init(key, spec, config), init_envs, act, update,
+                 train_step, network=network)
 
 
 def greedy_action(agent: Agent) -> Callable[[State, jax.Array, jax.Array], jax.Array]:
@@ -370,10 +342,6 @@ def greedy_action(agent: Agent) -> Callable[[State, jax.Array, jax.Array], jax.A
 
 DEFAULT_EVAL_EPISODES = 0  # PPO's training returns already measure its (stochastic) policy
 
-
-def placement_fns(agent: Agent):
-    """(init_fn, step_fn) for `jaxrl_sys.execution.place`."""
-    return agent_fns(agent)
 
 
 def host_fns(agent: Agent) -> HostFns:
@@ -409,5 +377,5 @@ def host_fns(agent: Agent) -> HostFns:
         act=act,
         learn=learn,
         num_envs=config.num_envs,
-        rollout_steps=config.num_steps,
+        rollout_steps=config.rollout_steps,
     )

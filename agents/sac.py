@@ -36,17 +36,15 @@ import optax
 from flax import struct
 from jax.flatten_util import ravel_pytree
 
-from jaxrl_sys import replay
+from jaxrl_sys import collectives, replay
 from jaxrl_sys.config import (
-    ConfigError, check_at_least, check_budget, check_choice, check_layer_widths, check_positive,
-    check_unit_interval,
+    ConfigError, RolloutBudget, check_at_least, check_budget, check_choice, check_layer_widths,
+    check_positive, check_unit_interval, env_defaults,
 )
-from jaxrl_sys.execution import agent_fns
-from jaxrl_sys.host_loop import HostFns
 from jaxrl_sys.learner import device_key
 from jaxrl_sys.networks import ACTIVATIONS
 from jaxrl_sys.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
-from jaxrl_sys.types import Box, Env, EnvSpec, Metrics
+from jaxrl_sys.types import BoundAgent, Box, Env, HostFns, Metrics
 
 DEFAULT_ENV = "Pendulum-v1"
 
@@ -57,13 +55,13 @@ _LOG_2 = math.log(2.0)
 
 
 @dataclasses.dataclass(frozen=True)
-class Config:
+class Config(RolloutBudget):
     """SAC hyper-parameters; the defaults solve Pendulum-v1 (see `default_config`)."""
 
     # 20k left one of 80 seed-settings 15% below -200 at the end (issue 12); 30k: none
     total_steps: int = 30_000
     num_envs: int = 4
-    num_steps: int = 50  # vectorised env steps per iteration (per train_step call)
+    rollout_steps: int = 50  # vectorised env steps per iteration (per train_step call)
     buffer_size: int = 100_000  # total over envs; each env keeps buffer_size // num_envs
     batch_size: int = 256  # global, per gradient update (split over devices)
     learning_starts: int = 1_000  # env steps (all envs) of uniform random actions, no updates
@@ -81,20 +79,12 @@ class Config:
     normalize_obs: bool = False
 
     @property
-    def steps_per_iteration(self) -> int:
-        return self.num_envs * self.num_steps
-
-    @property
-    def num_iterations(self) -> int:
-        return max(1, -(-self.total_steps // self.steps_per_iteration))
-
-    @property
     def capacity_per_env(self) -> int:
         return self.buffer_size // self.num_envs
 
     def validate(self) -> None:
         """Reject values that cannot work, with one line naming the field."""
-        check_at_least(self, 1, "total_steps", "num_envs", "num_steps", "buffer_size",
+        check_at_least(self, 1, "total_steps", "num_envs", "rollout_steps", "buffer_size",
                        "batch_size", "updates_per_step")
         check_budget(self)
         check_at_least(self, 0, "learning_starts")
@@ -113,13 +103,13 @@ class Config:
 _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     "Pendulum-v1": {},
     # host loop: one worker process per env; short rollouts keep the acting policy fresh
-    "gymnasium:Pendulum-v1": dict(num_steps=10),
+    "gymnasium:Pendulum-v1": dict(rollout_steps=10),
 }
 
 
 def default_config(env_name: str) -> Config:
     """The SAC config for `env_name`: shared defaults with that env's overrides applied."""
-    return dataclasses.replace(Config(), **_ENV_DEFAULTS.get(env_name, {}))
+    return env_defaults(Config(), _ENV_DEFAULTS, env_name)
 
 
 # ------------------------------------------------------------------------ the squashed Gaussian
@@ -229,23 +219,13 @@ class EnvState:
     replay: replay.ReplayState
 
 
-class Agent(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class Agent(BoundAgent):
     """SAC's pure functions bound to one env and config."""
 
-    config: Config
-    spec: EnvSpec
     actor: Actor
     critic: Critic
-    init: Callable[[jax.Array], State]
-    init_envs: Callable[[jax.Array, jax.Array], EnvState]
-    act: Callable[..., jax.Array]
-    update: Callable[[State, dict, jax.Array], tuple[State, Metrics]]
-    train_step: Callable[[State, EnvState, jax.Array], tuple[State, EnvState, Metrics]]
     host: HostFns  # the same act and update for the host loop (see `host_fns`)
-
-
-def _pmean(x: Any, axis_name: Optional[str]) -> Any:
-    return x if axis_name is None else jax.lax.pmean(x, axis_name)
 
 
 def mean_over_learned(metrics: Metrics, learned: jax.Array) -> Metrics:
@@ -334,11 +314,11 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
 
     def global_noise(key: jax.Array, local_batch: int) -> jax.Array:
         """This device's slice of noise drawn for the global batch, [local_batch, action_dim]."""
-        if axis_name is None:
+        devices = collectives.axis_size(axis_name)
+        if devices == 1:
             return jax.random.normal(key, (local_batch, action_dim))
-        devices = jax.lax.axis_size(axis_name)
         noise = jax.random.normal(key, (devices * local_batch, action_dim))
-        start = jax.lax.axis_index(axis_name) * local_batch
+        start = collectives.axis_index(axis_name) * local_batch
         return jax.lax.dynamic_slice_in_dim(noise, start, local_batch)
 
     def loss_fn(trainable: Trainable, target_critic, batch, noise_now, noise_next):
@@ -402,7 +382,7 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
             trainable, params.target_critic, batch,
             global_noise(now_key, local_batch), global_noise(next_key, local_batch),
         )
-        flat_grads = _pmean(ravel_pytree(grads)[0], axis_name)
+        flat_grads = collectives.pmean(ravel_pytree(grads)[0], axis_name)
         flat_params, unravel = ravel_pytree(trainable)
         scaled, opt_state = adam.update(flat_grads, state.opt_state)
         new = unravel(flat_params - learning_rates * scaled)
@@ -413,7 +393,7 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
             env_steps=state.env_steps,
             updates=state.updates + 1,
         )
-        return new_state, _pmean(metrics, axis_name)
+        return new_state, collectives.pmean(metrics, axis_name)
 
     def local_batch_size(local_envs: int) -> int:
         """This device's share of the global batch: batch_size * local_envs / num_envs."""
@@ -466,7 +446,7 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
                          policy_action)
 
     def train_step(state: State, env_state: EnvState, key: jax.Array):
-        """`num_steps` vectorised env steps, each followed by `updates_per_step` updates."""
+        """`rollout_steps` vectorised env steps, each followed by `updates_per_step` updates."""
         local_envs = env_state.envs.obs.shape[0]
         local_batch = local_batch_size(local_envs)
 
@@ -490,11 +470,10 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
             return (state, EnvState(vstate, buffer)), records
 
         (state, env_state), (metrics, learned, episodes) = jax.lax.scan(
-            env_step, (state, env_state), jnp.arange(config.num_steps)
+            env_step, (state, env_state), jnp.arange(config.rollout_steps)
         )
         episodes = jax.tree.map(jnp.sum, episodes)
-        if axis_name is not None:
-            episodes = jax.lax.psum(episodes, axis_name)
+        episodes = collectives.psum(episodes, axis_name)
         return state, env_state, {**mean_over_learned(metrics, learned), **episodes}
 
     def host_learn(state: State, buffer, rollout, key: jax.Array):
@@ -535,22 +514,14 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         return EnvState(envs=reset_envs(env, key, env_ids), replay=init_replay(env_ids.shape[0]))
 
     return Agent(
-        config=config,
-        spec=spec,
-        actor=actor,
-        critic=critic,
-        init=init,
-        init_envs=init_envs,
-        act=act,
-        update=update,
-        train_step=train_step,
+        config, spec, init, init_envs, act, update, train_step, actor=actor, critic=critic,
         host=HostFns(
             init=lambda key: (init(key), init_replay(config.num_envs)),
             actor_params=lambda state: state.params,
             act=host_act,
             learn=host_learn,
             num_envs=config.num_envs,
-            rollout_steps=config.num_steps,
+            rollout_steps=config.rollout_steps,
         ),
     )
 
@@ -564,10 +535,6 @@ def greedy_action(agent: Agent) -> Callable[[State, jax.Array, jax.Array], jax.A
 
 DEFAULT_EVAL_EPISODES = 0  # training returns already measure SAC's (stochastic) policy
 
-
-def placement_fns(agent: Agent):
-    """(init_fn, step_fn) for `jaxrl_sys.execution.place`."""
-    return agent_fns(agent)
 
 
 def host_fns(agent: Agent) -> HostFns:

@@ -4,11 +4,9 @@ Importing this package does not import gymnax; that happens on the first `make` 
 Our own pure-JAX envs (e.g. tic-tac-toe in `envs.tictactoe`) are imported on their first `make`.
 """
 
-from envs.gymnasium_env import UnsupportedEnvError
+from envs.errors import EnvParamError, UnknownEnvError, UnsupportedEnvError
 from envs.gymnax_env import GymnaxEnv
 from envs.registry import (
-    EnvParamError,
-    UnknownEnvError,
     is_host_env,
     make,
     make_eval,
@@ -25,6 +23,9 @@ from envs.wrappers import (
     RunningStats,
 )
 
+# errors that mean bad input (a name, a parameter): one line and exit code 2 in the scripts
+USER_ERRORS = (UnknownEnvError, EnvParamError, UnsupportedEnvError)
+
 __all__ = [
     "EnvParamError",
     "EpisodeStatistics",
@@ -34,6 +35,7 @@ __all__ = [
     "NormalizeObservation",
     "RunningStats",
     "UnknownEnvError",
+    "USER_ERRORS",
     "UnsupportedEnvError",
     "is_host_env",
     "make",

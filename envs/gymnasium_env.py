@@ -16,13 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from envs.errors import EnvParamError, UnknownEnvError, UnsupportedEnvError
 from jaxrl_sys.types import Box, Discrete, EnvSpec
 
 START_METHODS = ("spawn", "forkserver")
-
-
-class UnsupportedEnvError(ValueError):
-    """A Gymnasium env the host loop cannot run (its spaces); the message is one line."""
 
 
 def _one_line(error: BaseException) -> str:
@@ -134,8 +131,6 @@ def make(env_id: str, **kwargs: Any) -> GymnasiumEnv:
     """
     import gymnasium
     from gymnasium import error as gym_error
-
-    from envs.registry import EnvParamError, UnknownEnvError
 
     name = f"gymnasium:{env_id}"
     try:

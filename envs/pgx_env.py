@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from envs.registry import UnknownEnvError
+from envs.errors import UnknownEnvError
 from jaxrl_sys.types import Discrete, EnvSpec
 
 Info = dict[str, jax.Array]

@@ -8,6 +8,7 @@ import importlib
 import inspect
 from typing import Any, Callable, Optional, Union
 
+from envs.errors import EnvParamError, UnknownEnvError
 from envs.gymnax_env import GymnaxEnv
 from envs.wrappers import EpisodeStatistics, NormalizeObservation
 from jaxrl_sys.types import Env
@@ -77,14 +78,6 @@ def reward_threshold(name: str) -> float | None:
 _OWN: dict[str, Union[EnvFactory, str]] = {}
 # Params that turn an env into its evaluation variant (see `make_eval`); absent means none.
 _EVAL_PARAMS: dict[str, dict[str, Any]] = {}
-
-
-class EnvParamError(ValueError):
-    """An env parameter the env does not have; the message is one line."""
-
-
-class UnknownEnvError(ValueError):
-    """Raised for an env name that the registry cannot resolve; the message is one line."""
 
 
 def register(

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from envs.registry import EnvParamError
+from envs.errors import EnvParamError
 from jaxrl_sys.types import Discrete, EnvSpec, PyTree
 
 Info = dict[str, jax.Array]

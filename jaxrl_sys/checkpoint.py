@@ -26,7 +26,10 @@ class CheckpointError(ValueError):
 
 
 def _without_replay(carry: PyTree) -> PyTree:
-    """`carry` with its env state's replay rows replaced by None (if it has any)."""
+    """`carry` with its env state's replay rows replaced by None (if it has any); a host-loop
+    carry (a dict) without its "replay"."""
+    if isinstance(carry, dict):
+        return {k: v for k, v in carry.items() if k != "replay"}
     env_state = getattr(carry, "env_state", None)
     if env_state is None or not hasattr(env_state, "replay"):
         return carry
@@ -35,6 +38,8 @@ def _without_replay(carry: PyTree) -> PyTree:
 
 def _with_replay_of(carry: PyTree, template: PyTree) -> PyTree:
     """`carry` (saved without replay) with the template's (fresh, empty) replay put back."""
+    if isinstance(carry, dict):
+        return {**carry, **({"replay": template["replay"]} if "replay" in template else {})}
     env_state = getattr(carry, "env_state", None)
     if env_state is None or not hasattr(env_state, "replay"):
         return carry

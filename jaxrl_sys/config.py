@@ -195,6 +195,11 @@ def _unknown_key_message(pair: str, key: str, config: Any, keys: list[str]) -> s
     return f"--set {pair}: unknown key '{key}' for {owner}; valid keys: {', '.join(sorted(keys))}"
 
 
+# names fields had before every agent used the same name for the same quantity; `--set` and
+# the overrides saved with older runs still accept them
+RENAMED_FIELDS = {"num_steps": "rollout_steps", "discount": "gamma"}
+
+
 def apply_overrides(config: T, pairs: Sequence[str]) -> T:
     """Return a copy of the frozen dataclass `config` with `key=value` pairs applied and validated.
 
@@ -206,6 +211,8 @@ def apply_overrides(config: T, pairs: Sequence[str]) -> T:
     changes: dict[str, Any] = {}
     for pair in pairs:
         key, text = _split_pair(pair)
+        if key not in fields and RENAMED_FIELDS.get(key) in fields:
+            key = RENAMED_FIELDS[key]
         if key not in fields:
             raise ConfigError(_unknown_key_message(pair, key, config, list(fields)))
         try:
@@ -327,3 +334,25 @@ def check_budget(config: Any) -> None:
 def iterations(total_steps: int, steps_per_iteration: int) -> int:
     """Training iterations needed to take at least `total_steps` env steps (at least one)."""
     return max(1, -(-total_steps // steps_per_iteration))
+
+
+class RolloutBudget:
+    """Iteration counts of an agent config with `total_steps`, `num_envs` and `rollout_steps`
+    (a mixin of every agent's Config: one iteration steps every env `rollout_steps` times)."""
+
+    total_steps: int
+    num_envs: int
+    rollout_steps: int
+
+    @property
+    def steps_per_iteration(self) -> int:
+        return self.num_envs * self.rollout_steps
+
+    @property
+    def num_iterations(self) -> int:
+        return iterations(self.total_steps, self.steps_per_iteration)
+
+
+def env_defaults(config: T, per_env: dict[str, dict[str, Any]], env_name: str) -> T:
+    """`config` with the overrides `per_env` lists for `env_name` (none if it lists none)."""
+    return dataclasses.replace(config, **per_env.get(env_name, {}))

@@ -11,10 +11,10 @@ import time
 import warnings
 from typing import Callable, Optional
 
-import jax
 import numpy as np
 
 from jaxrl_sys.execution import STATE_FINITE, Carry, Runner
+from jaxrl_sys.waiting import fetch, in_thread, wait_ready
 
 
 @dataclasses.dataclass
@@ -64,7 +64,7 @@ def check_finite(summary: ChunkSummary) -> None:
 
 def summarize(chunk: int, iterations: int, metrics: dict) -> ChunkSummary:
     """Turn [seeds, K] metric arrays into per-seed episode means and scalar averages."""
-    metrics = dict(jax.device_get(metrics))
+    metrics = dict(fetch(metrics))
     state_finite = metrics.pop(STATE_FINITE, None)
     count = np.asarray(metrics["episode_count"]).sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -116,9 +116,9 @@ def train(
     Compilation is done ahead of time and timed separately.
     """
     start = time.perf_counter()
-    carry = runner.init(seeds) if carry is None else carry
-    run_chunk = runner.run_chunk.lower(carry).compile()
-    jax.block_until_ready(carry)
+    carry = in_thread(lambda: runner.init(seeds)) if carry is None else carry
+    run_chunk = in_thread(lambda: runner.run_chunk.lower(carry).compile())
+    wait_ready(carry)
     compile_seconds = time.perf_counter() - start
 
     history: list[ChunkSummary] = []
@@ -148,5 +148,5 @@ def train(
                 on_checkpoint(chunk, carry)
             if stop:
                 break
-    jax.block_until_ready(carry)
+    wait_ready(carry)
     return TrainResult(carry, history, compile_seconds, time.perf_counter() - train_start)

@@ -49,9 +49,14 @@ StepFn = Callable[[PyTree, PyTree, jax.Array], tuple[PyTree, PyTree, Metrics]]
 EvalFn = Callable[[PyTree, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
 
 
-def agent_fns(agent) -> tuple[InitFn, StepFn]:
-    """(init_fn, step_fn) for `place` from an agent with `init(key)`, `init_envs(key, env_ids)`
-    and `train_step(state, env_state, key)` (every agent in `agents/` has them)."""
+def placement_fns(agent) -> tuple[InitFn, StepFn]:
+    """(init_fn, step_fn) for `place`, or a user's own jit/vmap, from an agent with
+    `init(key)`, `init_envs(key, env_ids)` and `train_step(state, env_state, key)` (every
+    agent that an `agents/` module's `make` returns).
+
+    init_fn(key, env_ids) -> (agent_state, env_state)   env_ids: int32 [envs] of this device
+    step_fn(agent_state, env_state, key) -> (agent_state, env_state, metrics)
+    """
 
     def init_fn(key: jax.Array, env_ids: jax.Array) -> tuple[PyTree, PyTree]:
         params_key, env_key = jax.random.split(key)

@@ -22,7 +22,7 @@ import multiprocessing
 import queue
 import threading
 import time
-from typing import Any, Callable, NamedTuple, Optional, Protocol
+from typing import Any, Callable, Optional, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -30,7 +30,8 @@ import numpy as np
 
 from jaxrl_sys.driver import ChunkSummary, EPISODE_KEYS, TrainResult, check_finite, summarize
 from jaxrl_sys.execution import all_finite
-from jaxrl_sys.types import EnvSpec, Metrics, PyTree
+from jaxrl_sys.types import EnvSpec, HostFns, PyTree, Rollout  # noqa: F401  (re-exported)
+from jaxrl_sys.waiting import fetch, in_thread, wait_ready
 
 _POLL_SECONDS = 0.05  # how often blocked threads look at the stop flag and the other's error
 
@@ -50,41 +51,6 @@ class HostLoopConfig:
             raise ConfigError(f"staleness must be >= 0, got {self.staleness}")
         if not self.step_timeout > 0:
             raise ConfigError(f"step_timeout must be > 0, got {self.step_timeout}")
-
-
-class Rollout(NamedTuple):
-    """T vector steps of B envs, time-major [T, B, ...].
-
-    `next_obs[t]` is the observation that followed `obs[t]` in the same episode: the episode's
-    last observation where it ended at step t (never the next episode's first).
-    """
-
-    obs: Any
-    action: Any
-    reward: Any
-    terminated: Any
-    truncated: Any
-    next_obs: Any
-    extras: dict  # what `act` returned besides the action (e.g. log-probs, values)
-
-
-class HostFns(NamedTuple):
-    """What an agent gives the host loop; every function is jitted by the loop.
-
-    init(key) -> (agent_state, replay)        replay may be None
-    actor_params(agent_state) -> params        what `act` needs, published every update
-    act(params, obs, key, env_steps) -> (action, extras)
-        env_steps: env steps (over all envs) taken before this step, for schedules
-    learn(agent_state, replay, rollout, key) -> (agent_state, replay, metrics)
-        replay is donated (updated in place)
-    """
-
-    init: Callable[[jax.Array], tuple[PyTree, PyTree]]
-    actor_params: Callable[[PyTree], PyTree]
-    act: Callable[[PyTree, jax.Array, jax.Array, jax.Array], tuple[jax.Array, dict]]
-    learn: Callable[[PyTree, PyTree, Rollout, jax.Array], tuple[PyTree, PyTree, Metrics]]
-    num_envs: int
-    rollout_steps: int
 
 
 class HostEnv(Protocol):
@@ -161,11 +127,11 @@ class _Actor(threading.Thread):
 
     def __init__(self, env: HostEnv, envs: Any, first_obs: np.ndarray, act: Callable,
                  store: _ParamStore, rollouts: queue.Queue, key: jax.Array,
-                 num_iterations: int, steps: int, config: HostLoopConfig) -> None:
+                 iterations: range, steps: int, config: HostLoopConfig) -> None:
         super().__init__(name="host-loop-actor", daemon=True)
         self.env, self.envs, self.obs = env, envs, first_obs
         self.act, self.store, self.rollouts, self.key = act, store, rollouts, key
-        self.num_iterations, self.steps, self.config = num_iterations, steps, config
+        self.iterations, self.steps, self.config = iterations, steps, config
         self.stop = threading.Event()
         self.error: Optional[BaseException] = None
         # seconds spent waiting for parameters, in `act`, in env steps (for diagnosing the pipeline)
@@ -192,9 +158,10 @@ class _Actor(threading.Thread):
     def _run(self) -> None:
         num_envs = self.obs.shape[0]
         episodes = EpisodeTracker(num_envs)
-        for iteration in range(self.num_iterations):
+        first = self.iterations.start
+        for iteration in self.iterations:
             clock = time.perf_counter()
-            params = self.store.get(max(0, iteration - self.config.staleness), self.stop)
+            params = self.store.get(max(first, iteration - self.config.staleness), self.stop)
             now = time.perf_counter()
             self.seconds["param_wait"] += now - clock
             clock = now
@@ -322,7 +289,7 @@ def _rollout_shapes(fns: HostFns, env: HostEnv, params: PyTree, act: Callable) -
 
 def _stack_chunk(metrics: list[dict]) -> dict:
     """Per-iteration metrics of one chunk as [1 seed, K] arrays for `driver.summarize`."""
-    host = jax.device_get(metrics)
+    host = fetch(metrics)
     return {k: np.asarray([[float(m[k]) for m in host]]) for k in host[0]}
 
 
@@ -337,12 +304,16 @@ def train(
     on_chunk: Optional[Callable[[ChunkSummary, float], bool]] = None,
     checkpoint_every: int = 0,
     on_checkpoint: Optional[Callable[[int, PyTree], None]] = None,
+    carry: Optional[PyTree] = None,
+    start_chunk: int = 0,
 ) -> TrainResult:
     """Train one seed through the host loop; `on_chunk` as in `jaxrl_sys.driver.train`.
 
-    `on_checkpoint(chunk, {"agent_state": ...})` is called after every `checkpoint_every`-th
-    chunk and the last: the learner's state only (the envs live in the workers, so a host
-    run is evaluated from its checkpoints but not resumed).
+    `on_checkpoint(chunk, carry)` is called after every `checkpoint_every`-th chunk and the
+    last, with the learner's carry (`initial_carry`'s structure: agent state and replay).
+    Given a restored `carry` and `start_chunk`, training continues with the iterations after
+    that chunk's (their keys as in an uninterrupted run); the envs start afresh, as they
+    live in the workers.
 
     Raises `HostLoopError` if an env raises, a worker dies or a step exceeds
     `config.step_timeout`, and `NonFiniteError` (before checkpointing) if the learner's state
@@ -352,7 +323,7 @@ def train(
     config.validate()
     start = time.perf_counter()
     key = jax.random.PRNGKey(seed)
-    init_key, actor_key, learn_key = jax.random.split(key, 3)
+    _, actor_key, learn_key = jax.random.split(key, 3)  # the first is initial_carry's
     envs = env.make_vector(fns.num_envs, config.start_method)
     actor: Optional[_Actor] = None
     failed = True
@@ -363,29 +334,32 @@ def train(
         except Exception as error:
             raise HostLoopError(describe_env_error(env.name, envs, error, config.step_timeout)) \
                 from error
-        agent_state, replay = jax.jit(fns.init)(init_key)
+        if carry is None:
+            carry = initial_carry(fns, seed)
+        agent_state, replay = carry["agent_state"], carry.get("replay")
+        first_iteration = min(start_chunk * iters_per_chunk, num_iterations)
         act = _act_fn(fns)
         params = fns.actor_params(agent_state)
-        learn = jax.jit(fns.learn, donate_argnums=(1,)).lower(
+        learn = in_thread(lambda: jax.jit(fns.learn, donate_argnums=(1,)).lower(
             agent_state, replay, _rollout_shapes(fns, env, params, act), learn_key
-        ).compile()
+        ).compile())
         first_obs = env.encode_obs(raw_obs)
-        _, extras = act(params, first_obs, actor_key, np.int32(0))
-        jax.block_until_ready(_stack_steps([extras] * fns.rollout_steps))
+        _, extras = in_thread(lambda: act(params, first_obs, actor_key, np.int32(0)))
+        wait_ready(_stack_steps([extras] * fns.rollout_steps))
         compile_seconds = time.perf_counter() - start
 
         store = _ParamStore(config.staleness)
-        store.publish(0, params)
+        store.publish(first_iteration, params)
         rollouts: queue.Queue = queue.Queue(maxsize=config.staleness + 1)
-        actor = _Actor(env, envs, first_obs, act, store, rollouts, actor_key, num_iterations,
-                       fns.rollout_steps, config)
+        actor = _Actor(env, envs, first_obs, act, store, rollouts, actor_key,
+                       range(first_iteration, num_iterations), fns.rollout_steps, config)
         train_start = time.perf_counter()
         actor.start()
 
         history: list[ChunkSummary] = []
         chunk_metrics: list[dict] = []
         learner_wait = 0.0
-        for iteration in range(num_iterations):
+        for iteration in range(first_iteration, num_iterations):
             clock = time.perf_counter()
             rollout, episodes = _next_rollout(rollouts, actor, env, envs, config)
             learner_wait += time.perf_counter() - clock
@@ -395,7 +369,7 @@ def train(
             store.publish(iteration + 1, fns.actor_params(agent_state))
             chunk_metrics.append({**metrics, **episodes})
             if len(chunk_metrics) == iters_per_chunk or iteration == num_iterations - 1:
-                chunk = len(history)
+                chunk = start_chunk + len(history)
                 summary = summarize(chunk, len(chunk_metrics), _stack_chunk(chunk_metrics))
                 summary.state_finite = np.asarray([bool(all_finite(agent_state))])
                 check_finite(summary)  # NonFiniteError before a bad state is checkpointed
@@ -406,17 +380,29 @@ def train(
                 if on_checkpoint is not None and (
                     last or (checkpoint_every > 0 and (chunk + 1) % checkpoint_every == 0)
                 ):
-                    on_checkpoint(chunk, {"agent_state": agent_state})
+                    on_checkpoint(chunk, _carry(agent_state, replay))
                 if stop:
                     break
-        jax.block_until_ready(agent_state)
+        wait_ready(agent_state)
         failed = False
         seconds = {f"actor_{k}": v for k, v in actor.seconds.items()}
-        return TrainResult((agent_state, replay), history, compile_seconds,
+        return TrainResult(_carry(agent_state, replay), history, compile_seconds,
                            time.perf_counter() - train_start,
                            {**seconds, "learner_rollout_wait": learner_wait})
     finally:
         _shutdown(actor, envs, terminate=failed)
+
+
+def initial_carry(fns: HostFns, seed: int) -> PyTree:
+    """A fresh learner carry for `seed`: {"agent_state", "replay"} (no replay if None)."""
+    init_key = jax.random.split(jax.random.PRNGKey(seed), 3)[0]
+    agent_state, replay = in_thread(lambda: jax.jit(fns.init)(init_key))
+    return _carry(agent_state, replay)
+
+
+def _carry(agent_state: PyTree, replay: PyTree) -> dict:
+    return {"agent_state": agent_state} if replay is None else \
+        {"agent_state": agent_state, "replay": replay}
 
 
 def _next_rollout(rollouts: queue.Queue, actor: _Actor, env: HostEnv, envs: Any,

@@ -7,12 +7,14 @@ iteration and its result kept only once enough data has been collected.
 
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import jax
 import jax.numpy as jnp
 import optax
+from flax import struct
 
+from jaxrl_sys import collectives
 from jaxrl_sys.config import ConfigError
 from jaxrl_sys.types import Metrics, PyTree
 
@@ -28,7 +30,7 @@ def learning_rate(
 
 def local_batch_size(batch_size: int, axis_name: Optional[str]) -> int:
     """This device's share of a global batch (inside the mapped body); it must divide evenly."""
-    devices = jax.lax.axis_size(axis_name) if axis_name is not None else 1
+    devices = collectives.axis_size(axis_name)
     if batch_size % devices:
         raise ConfigError(f"batch_size={batch_size} does not divide over {devices} devices")
     return batch_size // devices
@@ -40,8 +42,7 @@ def device_key(key: jax.Array, axis_name: Optional[str]) -> jax.Array:
     The run key is replicated over devices; what must differ per device (search noise,
     replay sample positions) draws from this key, or every device would draw the same numbers.
     """
-    device = 0 if axis_name is None else jax.lax.axis_index(axis_name)
-    return jax.random.fold_in(key, device)
+    return jax.random.fold_in(key, collectives.axis_index(axis_name))
 
 
 def keep_where(ready: jax.Array, new: PyTree, old: PyTree) -> PyTree:
@@ -52,3 +53,70 @@ def keep_where(ready: jax.Array, new: PyTree, old: PyTree) -> PyTree:
 def nan_unless(ready: jax.Array, metrics: Metrics) -> Metrics:
     """Metrics that are NaN before learning starts, so chunk means skip the warm-up."""
     return jax.tree.map(lambda m: jnp.where(ready, m, jnp.nan), metrics)
+
+
+@struct.dataclass
+class TargetNetState:
+    """Learner state of an agent with a target network (DQN, MuZero): online and target
+    parameters, optimiser state, iterations run and gradient updates taken."""
+
+    params: Any
+    target_params: Any
+    opt_state: Any
+    iteration: jax.Array
+    updates: jax.Array
+
+
+def init_target_net_state(params: PyTree, optimizer: optax.GradientTransformation
+                          ) -> TargetNetState:
+    """Fresh state: the target starts as a copy of the online parameters."""
+    zero = jnp.zeros((), jnp.int32)
+    return TargetNetState(params, params, optimizer.init(params), zero, zero)
+
+
+def gradient_step(state: TargetNetState, grads: PyTree, optimizer: optax.GradientTransformation,
+                  *, target_update_period: int, tau: float,
+                  axis_name: Optional[str]) -> TargetNetState:
+    """One optimiser step on `grads` (averaged over devices); every `target_update_period`-th
+    update the target moves to `(1 - tau) * target + tau * online` (tau 1: a copy)."""
+    grads = collectives.pmean(grads, axis_name)
+    step, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, step)
+    updates = state.updates + 1
+    refresh = (updates % target_update_period) == 0
+    target_params = jax.tree.map(
+        lambda t, p: jnp.where(refresh, (1 - tau) * t + tau * p, t), state.target_params, params
+    )
+    return state.replace(params=params, target_params=target_params, opt_state=opt_state,
+                         updates=updates)
+
+
+def priority_beta(beta_start: float, iteration: jax.Array, num_iterations: int) -> jax.Array:
+    """Prioritised replay's importance exponent, annealed from `beta_start` to 1 over the run."""
+    progress = iteration / num_iterations
+    return beta_start + progress * (1.0 - beta_start)
+
+
+def replay_updates(update: Callable, state: PyTree, buffer: PyTree, key: jax.Array,
+                   num_updates: int) -> tuple[PyTree, PyTree, Metrics]:
+    """`num_updates` calls of `update(state, buffer, key) -> (state, buffer, metrics)` in a
+    scan, each with its own key; metrics averaged over them."""
+    def one_update(carry, k):
+        state, buffer = carry
+        state, buffer, metrics = update(state, buffer, k)
+        return (state, buffer), metrics
+
+    keys = jax.random.split(key, num_updates)
+    (state, buffer), metrics = jax.lax.scan(one_update, (state, buffer), keys)
+    return state, buffer, jax.tree.map(jnp.mean, metrics)
+
+
+def learn_after_warmup(ready: jax.Array, learn: Callable, state: TargetNetState, buffer: PyTree,
+                       key: jax.Array) -> tuple[TargetNetState, PyTree, Metrics]:
+    """`learn(state, buffer, key)` kept only once `ready` (NaN metrics before), and the
+    iteration counted either way: one compiled program for warm-up and learning."""
+    learned, new_buffer, metrics = learn(state, buffer, key)
+    state = keep_where(ready, learned, state)
+    buffer = keep_where(ready, new_buffer, buffer)
+    metrics = nan_unless(ready, metrics)
+    return state.replace(iteration=state.iteration + 1), buffer, metrics

@@ -228,14 +228,14 @@ def _run_device(case, agent_module, registry, config, seeds, iters, num_chunks, 
                 on_chunk):
     from jaxrl_sys import driver
     from jaxrl_sys.evaluation import make_eval_fn
-    from jaxrl_sys.execution import place
+    from jaxrl_sys.execution import place, placement_fns
 
     env = registry.make(case.env, normalize_obs=getattr(config, "normalize_obs", False))
     agent = agent_module.make(env, config)
     eval_fn = None
     if case.eval_episodes:
         eval_fn = make_eval_fn(registry.make_eval(case.env), agent_module.greedy_action(agent))
-    runner = place(*agent_module.placement_fns(agent), num_envs=config.num_envs,
+    runner = place(*placement_fns(agent), num_envs=config.num_envs,
                    num_devices=num_devices, iters_per_chunk=iters, eval_fn=eval_fn,
                    eval_episodes=case.eval_episodes)
 

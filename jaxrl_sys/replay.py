@@ -13,6 +13,8 @@ then its tree is descended, which is exactly proportional sampling over all item
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 from flax import struct
@@ -266,3 +268,25 @@ def update_priorities(
     tree = _set_leaves(state.tree, index.env[order], index.time[order], stored)
     top = jnp.maximum(jnp.max(state.max_priority), jnp.max(stored))
     return state.replace(tree=tree, max_priority=jnp.full_like(state.max_priority, top))
+
+
+@struct.dataclass
+class SequenceBatch:
+    """Sampled sequences of stored steps [B, L, ...], which steps belong to the sampled
+    episode [B, L], and importance weights [B] (ones without prioritisation). Agents that
+    store more per step (MuZero's search policy) subclass it."""
+
+    obs: jax.Array
+    action: jax.Array
+    reward: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+    next_obs: jax.Array
+    valid: jax.Array
+    weights: jax.Array
+
+    @classmethod
+    def from_rows(cls, data: dict, valid: jax.Array, weights: jax.Array) -> SequenceBatch:
+        """The batch of gathered `data` (a dict with a key per field)."""
+        names = [f.name for f in dataclasses.fields(cls) if f.name not in ("valid", "weights")]
+        return cls(**{name: data[name] for name in names}, valid=valid, weights=weights)

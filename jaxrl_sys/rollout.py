@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from jaxrl_sys import collectives
 from jaxrl_sys.types import Discrete, Env, Metrics, PyTree
 
 
@@ -70,9 +71,7 @@ def episode_metrics(info: dict, axis_name: Optional[str]) -> Metrics:
         "episode_length_sum": jnp.sum(info["episode_length"] * done),
         "episode_count": jnp.sum(done),
     }
-    if axis_name is not None:
-        sums = jax.lax.psum(sums, axis_name)
-    return sums
+    return collectives.psum(sums, axis_name)
 
 
 def legal_actions(env: Env, env_state: PyTree) -> jax.Array:

@@ -17,16 +17,14 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import train  # noqa: E402  (the run's flags and agent set-up are train.py's)
+from jaxrl_sys.cli import Parser, guarded
+from jaxrl_sys.run_spec import UsageError
 
 PERFECT_PLAYERS = {"TicTacToe-v0": "envs.tictactoe:perfect_player"}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = train._Parser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("run_dir", help="a run directory of a two-player game (scripts/train.py)")
     p.add_argument("--opponent", default="random",
                    help="random, perfect, mcts:N or another run directory")
@@ -40,47 +38,39 @@ def build_parser() -> argparse.ArgumentParser:
 def check_args(args: argparse.Namespace) -> None:
     """Refuse what cannot work before anything is built."""
     if args.games < 2 or args.games % 2:
-        raise train.UsageError(f"--games must be an even number >= 2, got {args.games}")
+        raise UsageError(f"--games must be an even number >= 2, got {args.games}")
     if args.opponent.startswith("mcts:"):
         count = args.opponent[len("mcts:"):]
         if not count.isdigit() or int(count) < 1:
-            raise train.UsageError(f"--opponent mcts:N needs N >= 1 simulations, got "
+            raise UsageError(f"--opponent mcts:N needs N >= 1 simulations, got "
                                    f"{args.opponent!r}")
     elif args.opponent not in ("random", "perfect") and not Path(args.opponent).is_dir():
-        raise train.UsageError(f"unknown opponent {args.opponent!r}: random, perfect, mcts:N "
+        raise UsageError(f"unknown opponent {args.opponent!r}: random, perfect, mcts:N "
                                "or a run directory")
 
 
-def game_setup(run_dir: str):
-    """(run args, agent setup) of a saved run of a two-player game; nothing is restored."""
-    run_args = train.resumed_args(argparse.Namespace(resume=run_dir, no_progress=True))
-    setup = train.build_agent(run_args)
-    if setup.host or setup.env.spec.num_players != 2:
-        raise train.UsageError(f"{run_dir} is a run of {setup.env_name}, not of a two-player "
-                               "game")
-    return run_args, setup
+def open_game_run(run_dir: str, set_up_devices: bool = False):
+    """A saved run of a two-player game (`jaxrl_sys.session.SavedRun`); nothing restored."""
+    import agents
+    import envs
+    from jaxrl_sys.session import open_run
+
+    saved = open_run(run_dir, agents.load, envs, set_up_devices=set_up_devices)
+    if saved.resolved.host or saved.env.spec.num_players != 2:
+        raise UsageError(f"{run_dir} is a run of {saved.resolved.env_name}, not of a "
+                         "two-player game")
+    return saved
 
 
-def restore_state(run_dir: str, run_args, setup, chunk: Optional[int]):
+def first_seed_state(saved, chunk: Optional[int]):
     """The agent state of the run's first seed from its checkpoint (default: the latest)."""
     import jax
-    import numpy as np
 
-    from jaxrl_sys.checkpoint import Checkpointer
-    from jaxrl_sys.execution import place
-
-    runner = place(*setup.module.placement_fns(setup.agent), num_envs=setup.config.num_envs,
-                   num_devices=run_args.devices)
-    checkpointer = Checkpointer(run_dir, create=False)
-    try:
-        carry, _ = checkpointer.restore(
-            runner.init(np.arange(run_args.seed, run_args.seed + run_args.seeds)), chunk)
-    finally:
-        checkpointer.close()
+    carry, _ = saved.restore(chunk)
     return jax.tree.map(lambda x: x[0], carry.agent_state)
 
 
-def opponent_policy(name: str, setup):
+def opponent_policy(name: str, saved):
     """(policy, params or a restore function) of a named opponent for the run's game; refuses
     an opponent the game does not have before anything is restored."""
     import importlib
@@ -90,42 +80,40 @@ def opponent_policy(name: str, setup):
     if name == "random":
         return arena.random_player, None
     if name.startswith("mcts:"):
-        return arena.mcts_player(setup.env, int(name[len("mcts:"):])), None
+        return arena.mcts_player(saved.env, int(name[len("mcts:"):])), None
     if name == "perfect":
-        if setup.env_name not in PERFECT_PLAYERS:
-            raise train.UsageError(f"no perfect player for {setup.env_name} (only "
-                                   f"{', '.join(PERFECT_PLAYERS)})")
-        module, attr = PERFECT_PLAYERS[setup.env_name].split(":")
-        return getattr(importlib.import_module(module), attr)(setup.env), None
-    other_args, other = game_setup(name)
-    if other.env_name != setup.env_name:
-        raise train.UsageError(f"{name} plays {other.env_name}, not {setup.env_name}")
-    policy = other.module.greedy_action(other.agent)
-    return policy, lambda: restore_state(name, other_args, other, None)
+        env_name = saved.resolved.env_name
+        if env_name not in PERFECT_PLAYERS:
+            raise UsageError(f"no perfect player for {env_name} (only "
+                             f"{', '.join(PERFECT_PLAYERS)})")
+        module, attr = PERFECT_PLAYERS[env_name].split(":")
+        return getattr(importlib.import_module(module), attr)(saved.env), None
+    other = open_game_run(name)
+    if other.resolved.env_name != saved.resolved.env_name:
+        raise UsageError(f"{name} plays {other.resolved.env_name}, not "
+                         f"{saved.resolved.env_name}")
+    policy = other.resolved.module.greedy_action(other.agent)
+    return policy, lambda: first_seed_state(other, None)
 
 
 def arena_run(args: argparse.Namespace) -> int:
     check_args(args)
-    run_args = train.resumed_args(argparse.Namespace(resume=args.run_dir, no_progress=True))
-    from jaxrl_sys.devices import enable_compile_cache, request_devices
-
-    request_devices(run_args.devices)
-    enable_compile_cache()
+    saved = open_game_run(args.run_dir, set_up_devices=True)
     import jax
     import jax.numpy as jnp
 
     from jaxrl_sys import arena
 
-    run_args, setup = game_setup(args.run_dir)
-    opponent, opponent_state = opponent_policy(args.opponent, setup)
-    state = restore_state(args.run_dir, run_args, setup, args.chunk)
+    opponent, opponent_state = opponent_policy(args.opponent, saved)
+    state = first_seed_state(saved, args.chunk)
     if callable(opponent_state):
         opponent_state = opponent_state()
-    policy = setup.module.greedy_action(setup.agent)
-    play = jax.jit(lambda s, o, k: arena.play(setup.env, policy, s, opponent, o, k,
+    setup = saved.resolved
+    policy = setup.module.greedy_action(saved.agent)
+    play = jax.jit(lambda s, o, k: arena.play(saved.env, policy, s, opponent, o, k,
                                               jnp.arange(args.games)))
     results = jax.device_get(play(state, opponent_state, jax.random.PRNGKey(args.seed)))
-    print(f"{run_args.agent} on {setup.env_name} ({args.run_dir}) against {args.opponent}, "
+    print(f"{setup.spec.agent} on {setup.env_name} ({args.run_dir}) against {args.opponent}, "
           f"{args.games} games:")
     print("| seat | wins | draws | losses |")
     print("|---|---:|---:|---:|")
@@ -141,18 +129,12 @@ def arena_run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from jaxrl_sys.checkpoint import CheckpointError
+    import agents
+    import envs
+    from jaxrl_sys.session import USER_ERRORS
 
-    from agents import UnknownAgentError
-    from envs import UnknownEnvError
-    from jaxrl_sys.config import ConfigError
-
-    try:
-        return arena_run(build_parser().parse_args(argv))
-    except (train.UsageError, CheckpointError, UnknownEnvError, UnknownAgentError,
-            ConfigError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    return guarded(lambda: arena_run(build_parser().parse_args(argv)),
+                   USER_ERRORS + agents.USER_ERRORS + envs.USER_ERRORS)
 
 
 if __name__ == "__main__":

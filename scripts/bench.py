@@ -10,25 +10,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import statistics
 import sys
 import time
-from pathlib import Path
-from typing import Callable
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-
-def median_seconds(fn: Callable[[], object], repeats: int) -> float:
-    """Median wall time of `fn()` (which must block until its result is ready)."""
-    fn()  # warm-up: compile and first run
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+from jaxrl_sys.timing import median_seconds
 
 
 def raw_env_steps_per_second(env_name: str, num_envs: int, steps: int, repeats: int) -> float:
@@ -69,7 +54,7 @@ def agent_steps_per_second(
 
     import agents
     import envs
-    from jaxrl_sys.execution import agent_fns, place
+    from jaxrl_sys.execution import place, placement_fns
 
     module = agents.load(agent_name)
     config = module.default_config(env_name)
@@ -77,7 +62,7 @@ def agent_steps_per_second(
         config = dataclasses.replace(config, num_envs=num_envs)
     config = dataclasses.replace(config, **overrides)
     agent = module.make(envs.make(env_name), config)
-    runner = place(*agent_fns(agent), num_envs=config.num_envs, iters_per_chunk=iters)
+    runner = place(*placement_fns(agent), num_envs=config.num_envs, iters_per_chunk=iters)
     carry = [runner.init(np.arange(1))]
     run_chunk = runner.run_chunk.lower(carry[0]).compile()
 
@@ -92,15 +77,15 @@ def agent_steps_per_second(
 def ppo_table(env_name: str, sizes: list[int], repeats: int) -> list[str]:
     from agents import ppo
 
-    num_steps = ppo.default_config(env_name).num_steps
+    rollout_steps = ppo.default_config(env_name).rollout_steps
     rows = [
         f"| envs | PPO env-steps/s | raw env-steps/s | PPO / raw |",
         "|---:|---:|---:|---:|",
     ]
     for n in sizes:
-        iters = max(2, 65_536 // (n * num_steps))  # ~64k env steps per timed call
+        iters = max(2, 65_536 // (n * rollout_steps))  # ~64k env steps per timed call
         ppo_rate = agent_steps_per_second("ppo", env_name, n, iters, repeats)
-        raw_rate = raw_env_steps_per_second(env_name, n, iters * num_steps, repeats)
+        raw_rate = raw_env_steps_per_second(env_name, n, iters * rollout_steps, repeats)
         rows.append(f"| {n} | {ppo_rate:,.0f} | {raw_rate:,.0f} | {ppo_rate / raw_rate:.3f} |")
         print(rows[-1], file=sys.stderr, flush=True)
     return rows

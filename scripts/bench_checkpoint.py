@@ -13,9 +13,6 @@ import statistics
 import sys
 import tempfile
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def trained_carry(agent_name: str):
@@ -25,14 +22,14 @@ def trained_carry(agent_name: str):
 
     import agents
     import envs
-    from jaxrl_sys.execution import place
+    from jaxrl_sys.execution import place, placement_fns
 
     module = agents.load(agent_name)
     config = module.default_config(module.DEFAULT_ENV)
     agent = module.make(envs.make(module.DEFAULT_ENV), config)
     buffer = getattr(config, "buffer_size", 0) if agent_name != "muzero" else 10_000
     iterations = min(config.num_iterations, max(1, -(-buffer // config.steps_per_iteration)))
-    runner = place(*module.placement_fns(agent), num_envs=config.num_envs,
+    runner = place(*placement_fns(agent), num_envs=config.num_envs,
                    iters_per_chunk=iterations)
     carry, _ = runner.run_chunk(runner.init(np.arange(1)))
     jax.block_until_ready(carry)

@@ -13,9 +13,6 @@ import dataclasses
 import statistics
 import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def raw_steps_per_second(env_name: str, num_envs: int, steps: int) -> float:

@@ -8,12 +8,8 @@ is the median of `repeats` timed calls after a warm-up call, so compilation is e
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench import median_seconds  # noqa: E402
+from jaxrl_sys.timing import median_seconds
 
 
 def _example_transition() -> dict:

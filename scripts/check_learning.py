@@ -24,19 +24,12 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from jaxrl_sys import learning_check as lc
-
-
-class UsageError(Exception):
-    """Bad command-line input: one line, exit code 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:
-        raise UsageError(message)
+from jaxrl_sys.cli import Parser, guarded
+from jaxrl_sys.run_spec import UsageError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--cases", default="all",
                    help=f"comma-separated cases or 'all' ({', '.join(c.name for c in lc.CASES)})")
     p.add_argument("--seeds", type=int, default=16, help="seeds 0..N-1 per case")
@@ -170,37 +163,33 @@ def report(results: list[lc.CaseResult], markdown: Optional[str]) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-        cases = parse_cases(args.cases)
-        if args.seeds < 1 or args.jobs < 1:
-            raise UsageError("--seeds and --jobs must be >= 1")
-        if args.worker is not None:
-            return run_worker(args.worker, cases, args.seeds, args.out)
-        if args.load:
-            results = []
-            for path in args.load:
-                try:
-                    data = json.loads(Path(path).read_text(encoding="utf-8"))
-                except (OSError, ValueError) as error:
-                    raise UsageError(f"cannot read {path}: {error}") from None
-                results += [lc.CaseResult.from_json(d) for d in data]
-        else:
-            settings = parse_settings(args.settings)
-            results = run_settings(settings, cases, args.seeds, args.jobs, args.workdir)
-        if args.json_out:
-            Path(args.json_out).write_text(json.dumps([r.to_json() for r in results]) + "\n",
-                                           encoding="utf-8")
-        if not results:
-            print("error: no results", file=sys.stderr)
-            return 1
-        return report(results, args.markdown)
-    except UsageError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    return guarded(lambda: check(build_parser().parse_args(argv)), (UsageError,))
+
+
+def check(args: argparse.Namespace) -> int:
+    cases = parse_cases(args.cases)
+    if args.seeds < 1 or args.jobs < 1:
+        raise UsageError("--seeds and --jobs must be >= 1")
+    if args.worker is not None:
+        return run_worker(args.worker, cases, args.seeds, args.out)
+    if args.load:
+        results = []
+        for path in args.load:
+            try:
+                data = json.loads(Path(path).read_text(encoding="utf-8"))
+            except (OSError, ValueError) as error:
+                raise UsageError(f"cannot read {path}: {error}") from None
+            results += [lc.CaseResult.from_json(d) for d in data]
+    else:
+        settings = parse_settings(args.settings)
+        results = run_settings(settings, cases, args.seeds, args.jobs, args.workdir)
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps([r.to_json() for r in results]) + "\n",
+                                       encoding="utf-8")
+    if not results:
+        print("error: no results", file=sys.stderr)
+        return 1
+    return report(results, args.markdown)
 
 
 if __name__ == "__main__":

@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Optional, Sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import train  # noqa: E402  (the run's flags and agent set-up are train.py's)
+from jaxrl_sys.cli import Parser, guarded
+from jaxrl_sys.run_spec import UsageError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = train._Parser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("run_dir", help="a run directory written by scripts/train.py")
     p.add_argument("--episodes", type=int, default=32, help="greedy episodes per seed")
     p.add_argument("--chunk", type=int, default=None, help="checkpoint to load (default: latest)")
@@ -33,42 +30,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 def evaluate_run(args: argparse.Namespace) -> int:
     if args.episodes < 1:
-        raise train.UsageError(f"--episodes must be >= 1, got {args.episodes}")
+        raise UsageError(f"--episodes must be >= 1, got {args.episodes}")
     if args.render is not None and not args.render.lower().endswith(".gif"):
-        raise train.UsageError(f"--render must name a .gif file, got {args.render}")
-    run_args = train.resumed_args(argparse.Namespace(resume=args.run_dir, no_progress=True))
-    from jaxrl_sys.devices import enable_compile_cache, request_devices
+        raise UsageError(f"--render must name a .gif file, got {args.render}")
+    import agents
+    import envs
+    from jaxrl_sys.session import open_run
 
-    request_devices(run_args.devices)
-    enable_compile_cache()
+    saved = open_run(args.run_dir, agents.load, envs)
+    resolved = saved.resolved
+    if getattr(resolved.config, "normalize_obs", False):
+        raise UsageError("evaluate.py needs a run with normalize_obs=false (the statistics "
+                         "live in the training envs)")
+    if resolved.host:
+        return evaluate_host_run(args, saved)
     import jax
     import jax.numpy as jnp
-    import numpy as np
 
-    import envs
     from envs.render import ClassicControlRenderer, write_gif
-    from jaxrl_sys.checkpoint import Checkpointer
     from jaxrl_sys.evaluation import evaluate
-    from jaxrl_sys.execution import place
 
-    setup = train.build_agent(run_args)
-    if getattr(setup.config, "normalize_obs", False):
-        raise train.UsageError("evaluate.py needs a run with normalize_obs=false (the "
-                               "statistics live in the training envs)")
-    if setup.host:
-        return evaluate_host_run(args, run_args, setup)
-    renderer = ClassicControlRenderer(setup.env_name) if args.render else None
-    runner = place(*setup.module.placement_fns(setup.agent), num_envs=setup.config.num_envs,
-                   num_devices=run_args.devices)
-    seeds = np.arange(run_args.seed, run_args.seed + run_args.seeds)
-    checkpointer = Checkpointer(args.run_dir, create=False)
-    try:
-        carry, record = checkpointer.restore(runner.init(seeds), args.chunk)
-    finally:
-        checkpointer.close()
-
-    eval_env = envs.make_eval(setup.env_name, **setup.env_kwargs)
-    policy = setup.module.greedy_action(setup.agent)
+    renderer = ClassicControlRenderer(resolved.env_name) if args.render else None
+    carry, record = saved.restore(args.chunk)
+    eval_env = envs.make_eval(resolved.env_name, **resolved.env_kwargs)
+    policy = resolved.module.greedy_action(saved.agent)
     episode_ids = jnp.arange(args.episodes)
 
     @jax.jit
@@ -78,8 +63,8 @@ def evaluate_run(args: argparse.Namespace) -> int:
 
     key = jax.random.PRNGKey(args.seed)
     returns, lengths = jax.device_get(run_episodes(carry.agent_state, key))
-    report(run_args.agent, setup.env_name, record["chunk"], args.episodes, seeds, returns,
-           lengths)
+    report(resolved.spec.agent, resolved.env_name, record["chunk"], args.episodes,
+           resolved.seeds, returns, lengths)
     if renderer is not None:
         first = jax.tree.map(lambda x: x[0], carry.agent_state)
         frames = render_episode(eval_env, policy, first, key, renderer)
@@ -99,33 +84,28 @@ def report(agent: str, env_name: str, chunk: int, episodes: int, seeds, returns,
           f"+- {lengths.std():.1f}")
 
 
-def evaluate_host_run(args: argparse.Namespace, run_args: argparse.Namespace, setup) -> int:
+def evaluate_host_run(args: argparse.Namespace, saved) -> int:
     """A gymnasium: run: greedy episodes in worker processes through the host loop."""
     import jax
     import numpy as np
 
     from envs.render import gymnasium_episode_frames, write_gif
     from jaxrl_sys import host_loop
-    from jaxrl_sys.checkpoint import Checkpointer
 
-    checkpointer = Checkpointer(args.run_dir, create=False)
-    try:
-        template = {"agent_state": setup.agent.init(jax.random.PRNGKey(0))}
-        restored, record = checkpointer.restore(template, args.chunk)
-    finally:
-        checkpointer.close()
+    resolved, env = saved.resolved, saved.env
+    restored, record = saved.restore(args.chunk)
     agent_state = restored["agent_state"]
-    policy = setup.module.greedy_action(setup.agent)
-    returns, lengths = host_loop.evaluate(setup.env, policy, agent_state, args.episodes,
+    policy = resolved.module.greedy_action(saved.agent)
+    returns, lengths = host_loop.evaluate(env, policy, agent_state, args.episodes,
                                           seed=args.seed)
-    report(run_args.agent, setup.env_name, record["chunk"], args.episodes, [run_args.seed],
-           returns[None], lengths[None])
+    report(resolved.spec.agent, resolved.env_name, record["chunk"], args.episodes,
+           resolved.seeds, returns[None], lengths[None])
     if args.render is not None:
         act = jax.jit(lambda obs, step: policy(agent_state, obs,
                                                jax.random.fold_in(jax.random.PRNGKey(0), step)))
         frames = gymnasium_episode_frames(
-            setup.env.env_id, setup.env.kwargs, lambda obs, step: act(obs, np.int32(step)),
-            setup.env.encode_obs, setup.env.decode_actions, seed=args.seed,
+            env.env_id, env.kwargs, lambda obs, step: act(obs, np.int32(step)),
+            env.encode_obs, env.decode_actions, seed=args.seed,
         )
         write_gif(frames, args.render)
         print(f"wrote {args.render} ({len(frames)} frames)")
@@ -154,18 +134,15 @@ def render_episode(env, policy, agent_state, key, renderer) -> list:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    import agents
+    import envs
     from envs.render import RenderError
-    from jaxrl_sys.checkpoint import CheckpointError
     from jaxrl_sys.host_loop import HostLoopError
+    from jaxrl_sys.session import USER_ERRORS
 
-    try:
-        return evaluate_run(build_parser().parse_args(argv))
-    except (train.UsageError, CheckpointError, RenderError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except HostLoopError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+    return guarded(lambda: evaluate_run(build_parser().parse_args(argv)),
+                   USER_ERRORS + agents.USER_ERRORS + envs.USER_ERRORS + (RenderError,),
+                   faults=(HostLoopError,))
 
 
 if __name__ == "__main__":

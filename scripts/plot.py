@@ -1,6 +1,6 @@
 """Learning curves to PNG: `python scripts/plot.py RUN_DIR [RUN_DIR ...] --out curves.png`.
 
-Reads each run's `metrics.jsonl` and `config.json`. Runs of the same agent and env are one
+Reads each run's `metrics.jsonl` and `run.json`. Runs of the same agent and env are one
 curve: the mean over their seeds and a band from the lowest to the highest seed. A run
 trained with `--seeds N` already logs the mean, min and max over its seeds; several runs
 (e.g. one per `--seed`) are put on a common x grid and combined. Two panels: return against
@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
+
+from jaxrl_sys.run_spec import read_run_record
 
 
 class PlotError(Exception):
@@ -35,8 +37,8 @@ def load_run(run_dir: Path, metric: str) -> dict:
         raise PlotError(f"no run directory at {run_dir}")
     if not metrics_file.is_file():
         raise PlotError(f"{run_dir} has no metrics.jsonl")
-    config = {}
-    if (run_dir / "config.json").is_file():
+    config = read_run_record(run_dir)
+    if not config and (run_dir / "config.json").is_file():  # runs from before run.json
         config = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
     rows = []
     for line in metrics_file.read_text(encoding="utf-8").splitlines():

@@ -34,12 +34,12 @@ def ttt_run(tmp_path_factory) -> Path:
 
 
 def fake_run(tmp_path: Path, source: Path, env: str) -> Path:
-    """A run directory whose flags name `env` (no checkpoint: refused before restoring)."""
-    args = json.loads((source / "args.json").read_text())
-    args["env"] = env
+    """A run directory whose spec names `env` (no checkpoint: refused before restoring)."""
+    record = json.loads((source / "run.json").read_text())
+    record["spec"]["env"] = env
     run_dir = tmp_path / env.replace(":", "_")
     run_dir.mkdir()
-    (run_dir / "args.json").write_text(json.dumps(args))
+    (run_dir / "run.json").write_text(json.dumps(record))
     return run_dir
 
 

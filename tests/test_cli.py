@@ -32,10 +32,10 @@ def run_train(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
         (["--set", "lerning_rate=0.1"], "did you mean: learning_rate"),
         (["--set", "learning_rate=abc"], "expected a float"),
         (["--set", "num_envs=1.5"], "expected an int"),
-        (["--set", "num_steps=30"], "divisible by num_minibatches"),
+        (["--set", "rollout_steps=30"], "divisible by num_minibatches"),
         (["--set", "env.not_a_param=1"], "unknown param(s) not_a_param"),
         (["--devices", "3"], "num_envs=32 does not divide over 3 devices"),
-        (["--seeds", "0"], "--seeds must be >= 1"),
+        (["--seeds", "0"], "seeds must be >= 1"),
         (["--devices", "two"], "invalid int value"),
         (["--no-such-flag"], "unrecognized arguments"),
         (["--agent", "sac", "--env", "CartPole-v1"], "needs a continuous (Box) action space"),
@@ -87,8 +87,9 @@ def test_short_run_writes_jsonl_tensorboard_and_a_summary(tmp_path):
     assert records[-1]["mean_return"] > 0
     assert {"loss", "entropy", "approx_kl", "steps_per_second"} <= set(records[-1])
     assert any((run_dir / "tb").iterdir())
-    config = json.loads((run_dir / "config.json").read_text())
-    assert config["agent"] == "ppo" and config["seeds"] == [0, 1] and config["devices"] == 2
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["agent"] == "ppo" and record["seeds"] == [0, 1] and record["devices"] == 2
+    assert record["spec"]["total_steps"] == 4096 and record["config"]["num_envs"] == 32
     assert result.stdout.startswith("done: 4,096 steps/seed x 2 seed(s)")
 
 

@@ -248,3 +248,11 @@ def test_config_to_dict_is_json_serialisable_with_lists() -> None:
     assert data["target_period"] == 7 and data["max_grad_norm"] == 0.5
     assert json.loads(json.dumps(data)) == data
     assert set(data) == {f.name for f in dataclasses.fields(Config)}
+
+
+def test_fields_renamed_for_consistency_still_accept_their_old_names():
+    """Older runs saved `num_steps` (PPO, SAC) and `discount` (MuZero) overrides."""
+    from agents import muzero, ppo
+
+    assert apply_overrides(ppo.default_config("CartPole-v1"), ["num_steps=64"]).rollout_steps == 64
+    assert apply_overrides(muzero.default_config("CartPole-v1"), ["discount=0.9"]).gamma == 0.9

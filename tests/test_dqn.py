@@ -9,7 +9,7 @@ from jax.sharding import PartitionSpec as P
 
 import envs
 from agents import dqn
-from jaxrl_sys.execution import DEVICE_AXIS, make_mesh, place
+from jaxrl_sys.execution import DEVICE_AXIS, make_mesh, place, placement_fns
 
 
 def random_batch(key, batch_size: int, n: int, obs_dim: int) -> dqn.Batch:
@@ -55,7 +55,7 @@ def test_prioritized_dueling_variant_trains_and_updates_priorities():
         num_envs=8, learning_starts=256, n_step=3, buffer_size=2048,
     )
     agent = dqn.make(envs.make("CartPole-v1"), config)
-    runner = place(*dqn.placement_fns(agent), num_envs=8, num_devices=2, iters_per_chunk=64)
+    runner = place(*placement_fns(agent), num_envs=8, num_devices=2, iters_per_chunk=64)
     carry = runner.init(np.arange(1))
     carry, metrics = runner.run_chunk(carry)
     losses = np.asarray(metrics["loss"])[0]

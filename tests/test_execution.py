@@ -11,9 +11,9 @@ from jax.sharding import PartitionSpec as P
 
 import envs
 from agents import ppo
-from jaxrl_sys.execution import DEVICE_AXIS, PlacementError, make_mesh, place
+from jaxrl_sys.execution import DEVICE_AXIS, PlacementError, make_mesh, place, placement_fns
 
-SMALL = dict(num_envs=16, num_steps=16, num_minibatches=2, update_epochs=2, total_steps=16 * 16 * 8)
+SMALL = dict(num_envs=16, rollout_steps=16, num_minibatches=2, update_epochs=2, total_steps=16 * 16 * 8)
 
 
 def run_ppo(num_devices: int, seeds, iters: int = 3, **overrides):
@@ -21,7 +21,7 @@ def run_ppo(num_devices: int, seeds, iters: int = 3, **overrides):
     config = dataclasses.replace(ppo.default_config("CartPole-v1"), **{**SMALL, **overrides})
     agent = ppo.make(env, config)
     runner = place(
-        *ppo.placement_fns(agent), num_envs=config.num_envs, num_devices=num_devices,
+        *placement_fns(agent), num_envs=config.num_envs, num_devices=num_devices,
         iters_per_chunk=iters,
     )
     carry, metrics = runner.run_chunk(runner.init(np.asarray(seeds)))

@@ -9,6 +9,7 @@ import json
 import multiprocessing
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +25,7 @@ import pytest
 import envs
 from agents import ppo
 from jaxrl_sys import host_loop
+from jaxrl_sys.checkpoint import Checkpointer
 from jaxrl_sys.host_loop import HostFns, HostLoopConfig, HostLoopError
 
 TESTS = Path(__file__).resolve().parent
@@ -139,9 +141,9 @@ def test_divergence_stops_the_cli_run_with_exit_1_before_saving_it(tmp_path, cap
 
 @pytest.mark.parametrize("staleness", [0, 2])
 def test_same_seed_same_run(staleness):
-    env, config, fns = _ppo("gymnasium:CartPole-v1", num_envs=2, num_steps=64, total_steps=512)
+    env, config, fns = _ppo("gymnasium:CartPole-v1", num_envs=2, rollout_steps=64, total_steps=512)
     runs = [_train(env, fns, config, staleness=staleness) for _ in range(2)]
-    first, second = (jax.device_get(r.carry[0].params) for r in runs)
+    first, second = (jax.device_get(r.carry["agent_state"].params) for r in runs)
     jax.tree.map(np.testing.assert_array_equal, first, second)
     assert runs[0].history[-1].returns.tolist() == runs[1].history[-1].returns.tolist()
 
@@ -166,7 +168,7 @@ def test_rollouts_keep_episodes_apart():
         store.publish(0, {})
         rollouts: queue.Queue = queue.Queue()
         actor = host_loop._Actor(env, vector, env.encode_obs(raw_obs), host_loop._act_fn(fns),
-                                 store, rollouts, jax.random.PRNGKey(0), 1, steps,
+                                 store, rollouts, jax.random.PRNGKey(0), range(1), steps,
                                  HostLoopConfig())
         actor.run()  # in this thread: one rollout
         assert actor.error is None
@@ -204,7 +206,7 @@ def test_discrete_observations_are_one_hot_and_actions_offset():
 ])
 def test_dead_or_hung_worker_stops_the_run(how, expected):
     env = envs.make_host("gymnasium:host_envs:FailingCartPole-v0", fail_at=20, how=how)
-    config = dataclasses.replace(ppo.default_config("CartPole-v1"), num_envs=2, num_steps=16,
+    config = dataclasses.replace(ppo.default_config("CartPole-v1"), num_envs=2, rollout_steps=16,
                                  total_steps=2048)
     fns = ppo.host_fns(ppo.make(env, config, axis_name=None))
     with pytest.raises(HostLoopError, match=f"gymnasium:host_envs:FailingCartPole-v0: {expected}"):
@@ -235,17 +237,24 @@ def test_ctrl_c_reaps_the_workers(tmp_path):
     worker left behind."""
     marker = f"JAXRL_HOST_LOOP_TEST_{uuid.uuid4().hex}"
     env = {**os.environ, marker: "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "scripts" / "train.py"), "--agent", "ppo",
-         "--env", "gymnasium:CartPole-v1", "--set", "num_envs=2", "--set", "num_steps=32",
-         "--total-steps", "10000000", "--chunks", "100000", "--no-progress",
-         "--run-root", str(tmp_path)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
-        # a shell that starts jobs in the background (as CI may) makes them ignore SIGINT,
-        # and the ignore is inherited: give the run the terminal's default, as Ctrl-C expects
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    # a shell that starts jobs in the background (as CI may) makes them ignore SIGINT, and
+    # the ignore is inherited: the run gets the terminal's default, as Ctrl-C expects, from
+    # this process (no Python runs between fork and exec, unlike with preexec_fn)
+    previous = signal.getsignal(signal.SIGINT)
+    if previous == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "scripts" / "train.py"), "--agent", "ppo",
+             "--env", "gymnasium:CartPole-v1", "--set", "num_envs=2", "--set",
+             "rollout_steps=32", "--total-steps", "10000000", "--chunks", "100000",
+             "--no-progress", "--run-root", str(tmp_path)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True,
+        )
+    finally:
+        if previous == signal.SIG_IGN:
+            signal.signal(signal.SIGINT, previous)
     try:
         deadline = time.monotonic() + 240
         while not list(tmp_path.glob("*/metrics.jsonl")) or not any(
@@ -273,9 +282,37 @@ def test_ctrl_c_reaps_the_workers(tmp_path):
     (["--agent", "muzero", "--env", "gymnasium:CartPole-v1"], "has no host loop"),
     (["--env", "gymnasium:CartPole-v1", "--seeds", "2"], "one seed on one device"),
     (["--agent", "sac", "--env", "gymnasium:CartPole-v1"], "discrete"),
-    (["--env", "gymnasium:CartPole-v1", "--staleness", "-1"], "--staleness must be >= 0"),
+    (["--env", "gymnasium:CartPole-v1", "--staleness", "-1"], "staleness must be >= 0"),
 ])
 def test_bad_host_loop_input_is_one_line_exit_2(capsys, argv, message):
     assert train_script.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err, err
+
+
+def test_host_loop_run_resumes_after_its_checkpoint(tmp_path, capsys):
+    """A gymnasium: run resumes like a device run: learner state, replay and counters from
+    the checkpoint (the envs restart), training continues with the chunks after it."""
+    argv = ["--agent", "dqn", "--env", "gymnasium:CartPole-v1", "--total-steps", "2048",
+            "--chunks", "4", "--checkpoint-every", "1", "--no-progress",
+            "--set", "learning_starts=256", "--run-root", str(tmp_path)]
+    assert train_script.main(argv) == 0
+    (run_dir,) = tmp_path.iterdir()
+    for chunk in (2, 3):  # as if the run had been killed after chunk 1's checkpoint
+        shutil.rmtree(run_dir / "checkpoints" / str(chunk))
+    capsys.readouterr()
+    assert train_script.main(["--resume", str(run_dir), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert f"resuming {run_dir} after chunk 1" in err, err
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = [row["env_steps"] for row in rows]
+    assert steps == [512, 1024, 1536, 2048, 1536, 2048], steps
+    checkpointer = Checkpointer(run_dir, create=False)
+    try:
+        saved = checkpointer.read_raw()
+    finally:
+        checkpointer.close()
+    assert checkpointer.latest_chunk() == 3
+    assert int(saved["agent_state"]["iteration"]) == 2048 // (8 * 16)  # every iteration learned
+    assert set(saved) == {"agent_state", "replay"}
+    assert not _children()

@@ -14,7 +14,7 @@ from envs.tictactoe import perfect_player
 from jaxrl_sys import arena
 from jaxrl_sys.driver import train
 from jaxrl_sys.evaluation import make_eval_fn
-from jaxrl_sys.execution import DEVICE_AXIS, make_mesh, place
+from jaxrl_sys.execution import DEVICE_AXIS, make_mesh, place, placement_fns
 from jaxrl_sys.types import Discrete
 
 
@@ -156,7 +156,7 @@ def test_image_observations_get_the_residual_conv_torso():
 def test_config_rejects_bad_values_in_one_line():
     from jaxrl_sys.config import ConfigError
 
-    for bad in (dict(search="alphazero"), dict(unroll_steps=0), dict(discount=1.5),
+    for bad in (dict(search="alphazero"), dict(unroll_steps=0), dict(gamma=1.5),
                 dict(temperatures=(1.0,)), dict(reanalyse_fraction=2.0),
                 dict(buffer_size=10), dict(model="oracle"), dict(opening_plies=-1),
                 dict(q_range=-1.0), dict(model="env", reanalyse_fraction=0.5)):
@@ -172,7 +172,7 @@ def train_muzero(env_name: str, config, seeds, chunks: int, eval_episodes: int):
     agent = muzero.make(envs.make(env_name), config)
     iters = -(-config.num_iterations // chunks)
     eval_fn = make_eval_fn(envs.make_eval(env_name), muzero.greedy_action(agent))
-    runner = place(*muzero.placement_fns(agent), num_envs=config.num_envs, iters_per_chunk=iters,
+    runner = place(*placement_fns(agent), num_envs=config.num_envs, iters_per_chunk=iters,
                    eval_fn=eval_fn, eval_episodes=eval_episodes)
     return agent, train(runner, np.asarray(seeds), -(-config.num_iterations // iters))
 

@@ -11,7 +11,7 @@ from jax.sharding import PartitionSpec as P
 import envs
 from agents import sac
 from jaxrl_sys.config import ConfigError
-from jaxrl_sys.execution import DEVICE_AXIS, make_mesh, place
+from jaxrl_sys.execution import DEVICE_AXIS, make_mesh, place, placement_fns
 
 
 def gaussian_log_pdf(u, mean, std):
@@ -144,12 +144,12 @@ def test_train_step_on_two_devices_stores_pre_reset_next_observations():
     """Through `place` on 2 devices: replay holds next_obs = obs of the next step except at
     the time limit, where it is the final (pre-reset) observation; nothing terminates."""
     config = dataclasses.replace(
-        sac.default_config("Pendulum-v1"), num_envs=4, num_steps=8, batch_size=8,
+        sac.default_config("Pendulum-v1"), num_envs=4, rollout_steps=8, batch_size=8,
         buffer_size=4 * 256, learning_starts=64, updates_per_step=1,
     )
     env = envs.make("Pendulum-v1")
     agent = sac.make(env, config)
-    runner = place(*sac.placement_fns(agent), num_envs=4, num_devices=2, iters_per_chunk=26)
+    runner = place(*placement_fns(agent), num_envs=4, num_devices=2, iters_per_chunk=26)
     carry, metrics = jax.device_get(runner.run_chunk(runner.init(np.asarray([0]))))
     data = jax.tree.map(lambda x: x[0], carry.env_state.replay.data)  # [envs, capacity, ...]
     assert int(carry.env_state.replay.size[0, 0]) == 26 * 8

@@ -1,0 +1,73 @@
+"""The run layer from Python: a RunSpec checked before anything is created, saved as run.json
+and read back (older runs' args.json too), and a run in a few lines of a user's script."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+
+import pytest
+
+import agents
+import envs
+from jaxrl_sys import RunSpec, UsageError, load_spec, resolve, run
+from jaxrl_sys.checkpoint import CheckpointError
+from jaxrl_sys.config import ConfigError
+from jaxrl_sys.execution import PlacementError
+from jaxrl_sys.run_spec import save_run_file
+
+
+def test_a_users_script_trains_and_saves_its_spec(tmp_path):
+    spec = RunSpec(agent="ppo", env="CartPole-v1", total_steps=2048, seeds=2, chunks=2,
+                   run_root=str(tmp_path), progress=False, eval_episodes=0)
+    outcome = run(spec, agents.load, envs)
+    assert [s.chunk for s in outcome.history] == [0, 1]
+    assert outcome.summary.startswith("done: 2,048 steps/seed x 2 seed(s)")
+    assert load_spec(outcome.run_dir) == spec
+    record = json.loads((outcome.run_dir / "run.json").read_text())
+    assert record["env"] == "CartPole-v1" and record["seeds"] == [0, 1]
+    assert record["config"]["total_steps"] == 2048
+
+
+@pytest.mark.parametrize("spec, error, message", [
+    (RunSpec(seeds=0), UsageError, "seeds must be >= 1, got 0"),
+    (RunSpec(staleness=-1), UsageError, "staleness must be >= 0"),
+    (RunSpec(step_timeout=0.0), UsageError, "step_timeout must be > 0"),
+    (RunSpec(overrides=("lerning_rate=1",)), ConfigError, "did you mean: learning_rate"),
+    (RunSpec(devices=3), PlacementError, "does not divide over 3 devices"),
+    (RunSpec(env="gymnasium:CartPole-v1", seeds=2), UsageError, "one seed on one device"),
+    (RunSpec(agent="ppx"), agents.UnknownAgentError, "unknown agent"),
+])
+def test_bad_specs_are_refused_before_anything_is_created(tmp_path, spec, error, message):
+    spec = dataclasses.replace(spec, run_root=str(tmp_path))
+    with pytest.raises(error, match=re.escape(message)):
+        run(spec, agents.load, envs)
+    assert not any(tmp_path.iterdir())
+
+
+def test_run_json_round_trips_and_old_args_json_still_loads(tmp_path):
+    spec = RunSpec(agent="dqn", overrides=("learning_rate=1e-3", "env.max_steps=10"), seeds=3,
+                   total_steps=5000, progress=False, save_replay=False)
+    save_run_file(tmp_path, resolve(spec, agents.load, envs))
+    assert load_spec(tmp_path) == spec
+
+    old = tmp_path / "old"
+    old.mkdir()
+    flags = {"agent": "ppo", "env": None, "devices": 2, "seeds": 4, "seed": 1,
+             "total_steps": None, "overrides": ["learning_rate=1e-3"], "chunks": 20,
+             "eval_episodes": None, "target_return": None, "run_root": "runs",
+             "no_progress": True, "checkpoint_every": 5, "keep_checkpoints": 3,
+             "no_save_replay": True, "staleness": 1, "step_timeout": 60.0}
+    (old / "args.json").write_text(json.dumps(flags))
+    loaded = load_spec(old)
+    assert (loaded.devices, loaded.seeds, loaded.seed) == (2, 4, 1)
+    assert loaded.overrides == ("learning_rate=1e-3",)
+    assert not loaded.progress and not loaded.save_replay
+
+
+def test_a_directory_that_is_not_a_run_is_one_line(tmp_path):
+    with pytest.raises(CheckpointError, match="is not a resumable run"):
+        load_spec(tmp_path)
+    with pytest.raises(CheckpointError, match="no run directory"):
+        load_spec(tmp_path / "missing")
