@@ -31,7 +31,7 @@ import numpy as np
 from jaxrl_sys.driver import ChunkSummary, EPISODE_KEYS, TrainResult, check_finite, summarize
 from jaxrl_sys.execution import all_finite
 from jaxrl_sys.types import EnvSpec, HostFns, PyTree, Rollout  # noqa: F401  (re-exported)
-from jaxrl_sys.waiting import fetch, in_thread, wait_ready
+from jaxrl_sys.waiting import check_interrupt, fetch, in_thread, wait_ready
 
 _POLL_SECONDS = 0.05  # how often blocked threads look at the stop flag and the other's error
 
@@ -409,6 +409,7 @@ def _next_rollout(rollouts: queue.Queue, actor: _Actor, env: HostEnv, envs: Any,
                   config: HostLoopConfig) -> tuple[Rollout, dict]:
     """The actor's next rollout, or the actor's error as a `HostLoopError`."""
     while True:
+        check_interrupt()  # a Ctrl-C that Python dropped (see jaxrl_sys.waiting)
         try:
             return rollouts.get(timeout=_POLL_SECONDS)
         except queue.Empty:

@@ -74,7 +74,7 @@ class Session:
     """Logging, checkpoints, the target return and the summary of one run, for any loop."""
 
     def __init__(self, resolved: ResolvedRun, run_dir: Path, *, iters_per_chunk: int,
-                 num_chunks: int, resuming: bool, main_process: bool,
+                 num_chunks: int, main_process: bool,
                  threshold: Optional[float], process_start: float) -> None:
         from jaxrl_sys.checkpoint import Checkpointer
         from jaxrl_sys.metrics import RunLogger
@@ -85,8 +85,9 @@ class Session:
         self.steps_per_chunk = iters_per_chunk * resolved.config.steps_per_iteration  # per seed
         self.solved_at: dict[str, float] = {}
         self.start_chunk = 0
+        # created on resume too: a run stopped before it made its checkpoint directory
         self.checkpointer = Checkpointer(run_dir, keep=spec.keep_checkpoints,
-                                         save_replay=spec.save_replay, create=not resuming)
+                                         save_replay=spec.save_replay, create=True)
         self.logger: Any = _SilentLogger()
         if main_process:
             self.logger = RunLogger(run_dir, total_steps=num_chunks * self.steps_per_chunk
@@ -227,8 +228,7 @@ def run(spec: RunSpec, load_agent: Callable[[str], Any], registry: EnvRegistry, 
     threshold = (spec.target_return if spec.target_return is not None
                  else registry.reward_threshold(resolved.env_name))
     session = Session(resolved, run_dir, iters_per_chunk=loop.iters_per_chunk,
-                      num_chunks=loop.num_chunks, resuming=resume is not None,
-                      main_process=main_process, threshold=threshold,
+                      num_chunks=loop.num_chunks, main_process=main_process, threshold=threshold,
                       process_start=_IMPORTED_AT if process_start is None else process_start)
     try:
         carry = session.restore(loop.template) if resume is not None else None

@@ -3,33 +3,59 @@
 A thread blocked inside XLA (fetching a chunk's metrics, compiling) runs no Python, so
 SIGINT would wait until the chunk or the compilation ends, minutes on a CPU. These helpers
 wait in short sleeps instead, where Python raises KeyboardInterrupt at once.
+
+Python can also lose a KeyboardInterrupt: one raised inside a garbage-collection callback or
+a `__del__` (JAX has both) is printed as "Exception ignored" and dropped, and the run goes
+on. `catch_interrupts()` records every SIGINT, and the waits here raise KeyboardInterrupt
+for a recorded one. Importing this module imports no JAX, so scripts install it first.
 """
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from typing import Any, Callable, TypeVar
 
-import jax
-
-from jaxrl_sys.types import PyTree
-
 T = TypeVar("T")
 _POLL_SECONDS = 0.02
+_interrupted = threading.Event()
 
 
-def wait_ready(tree: PyTree) -> PyTree:
+def catch_interrupts() -> None:
+    """From now on SIGINT raises KeyboardInterrupt as usual and is also recorded, so that the
+    next wait raises it again if it was lost (main thread only; for scripts)."""
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        _interrupted.set()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_sigint)
+
+
+def check_interrupt() -> None:
+    """Raise KeyboardInterrupt if a SIGINT was recorded (see `catch_interrupts`)."""
+    if _interrupted.is_set():
+        raise KeyboardInterrupt
+
+
+def wait_ready(tree: Any) -> Any:
     """`tree` once every array in it is computed (interruptible `block_until_ready`)."""
+    import jax
+
     for leaf in jax.tree.leaves(tree):
         is_ready = getattr(leaf, "is_ready", None)
         while is_ready is not None and not is_ready():
+            check_interrupt()
             time.sleep(_POLL_SECONDS)
+    check_interrupt()
     return tree
 
 
-def fetch(tree: PyTree) -> Any:
+def fetch(tree: Any) -> Any:
     """`jax.device_get(tree)`, waiting interruptibly for it to be computed first."""
+    import jax
+
     return jax.device_get(wait_ready(tree))
 
 
@@ -47,7 +73,9 @@ def in_thread(fn: Callable[[], T]) -> T:
     thread = threading.Thread(target=target, name="jaxrl-compile", daemon=True)
     thread.start()
     while thread.is_alive():
+        check_interrupt()
         thread.join(_POLL_SECONDS * 5)
+    check_interrupt()
     if "error" in result:
         raise result["error"]
     return result["value"]

@@ -11,6 +11,11 @@ import time
 
 PROCESS_START = time.perf_counter()
 
+from jaxrl_sys.waiting import catch_interrupts  # noqa: E402  (imports no JAX)
+
+if __name__ == "__main__":
+    catch_interrupts()  # before the heavy imports: a Ctrl-C that Python drops is not lost
+
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402
 import os  # noqa: E402
@@ -111,7 +116,13 @@ def _main(argv: Optional[Sequence[str]]) -> int:
 
 if __name__ == "__main__":
     code = main()
-    if code == 130:  # interrupted, everything closed: leave without waiting for XLA's teardown
+    if code == 130:
+        # Interrupted with everything closed. Python's own exit would tear XLA down under
+        # computations still in flight (it aborts); run the exit handlers (multiprocessing's
+        # clean-up among them) and leave.
+        import atexit
+
+        atexit._run_exitfuncs()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

@@ -117,11 +117,13 @@ def test_ctrl_c_at_random_moments_exits_fast_and_leaves_a_resumable_run(tmp_path
             continue  # interrupted before the run directory existed: nothing to resume
         (run_dir,) = runs
         load_spec(run_dir)  # run.json is whole
-        checkpointer = Checkpointer(run_dir, create=False)
-        try:
-            saved = checkpointer.latest_chunk()
-        finally:
-            checkpointer.close()
+        saved = None
+        if (run_dir / "checkpoints").is_dir():  # absent if stopped before the session began
+            checkpointer = Checkpointer(run_dir, create=False)
+            try:
+                saved = checkpointer.latest_chunk()
+            finally:
+                checkpointer.close()
         # resume it (from its checkpoint, or from the start if it had none) and stop it again
         # once it has restored
         marker = f"JAXRL_INTERRUPT_TEST_{uuid.uuid4().hex}"

@@ -6,7 +6,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import shutil
 
+import numpy as np
 import pytest
 
 import agents
@@ -71,3 +73,14 @@ def test_a_directory_that_is_not_a_run_is_one_line(tmp_path):
         load_spec(tmp_path)
     with pytest.raises(CheckpointError, match="no run directory"):
         load_spec(tmp_path / "missing")
+
+
+def test_a_run_stopped_before_its_first_checkpoint_resumes_from_the_start(tmp_path, capsys):
+    spec = RunSpec(agent="ppo", total_steps=2048, chunks=2, run_root=str(tmp_path),
+                   progress=False, eval_episodes=0)
+    first = run(spec, agents.load, envs)
+    shutil.rmtree(first.run_dir / "checkpoints")  # as if Ctrl-C came before it was made
+    again = run(spec, agents.load, envs, resume=first.run_dir)
+    assert "yet: starting it from the beginning" in capsys.readouterr().err
+    assert [s.chunk for s in again.history] == [0, 1]
+    np.testing.assert_array_equal(again.history[-1].returns, first.history[-1].returns)
