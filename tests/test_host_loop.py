@@ -36,6 +36,8 @@ _spec.loader.exec_module(train_script)
 ROOT = TESTS.parent
 sys.path.insert(0, str(TESTS))  # workers import `host_envs` from here (spawn copies sys.path)
 
+from processes import marked_processes  # noqa: E402
+
 
 def _children() -> list[int]:
     """Live (non-zombie) processes whose parent is this test process, other than the
@@ -56,19 +58,6 @@ def _children() -> list[int]:
                 continue
             if b"multiprocessing.resource_tracker" not in command:
                 found.append(int(entry.name))
-    return found
-
-
-def _marked_processes(marker: str) -> list[int]:
-    """Processes whose environment holds `marker` (a run's workers, wherever they were moved)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "environ").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
     return found
 
 
@@ -229,7 +218,7 @@ def test_env_raising_at_step_k_ends_the_cli_run_without_orphans(tmp_path):
     last = proc.stderr.strip().splitlines()[-1]
     assert last == ("error: env gymnasium:host_envs:FailingCartPole-v0: workers 0, 1 "
                     "raised RuntimeError: injected failure at step 40"), last
-    assert not _marked_processes(marker)
+    assert not marked_processes(marker)
 
 
 def test_ctrl_c_reaps_the_workers(tmp_path):
@@ -270,9 +259,9 @@ def test_ctrl_c_reaps_the_workers(tmp_path):
     assert proc.returncode == 130, stderr[-2000:]
     assert stderr.strip().splitlines()[-1] == "interrupted"
     deadline = time.monotonic() + 10
-    while _marked_processes(marker) and time.monotonic() < deadline:
+    while marked_processes(marker) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not _marked_processes(marker)
+    assert not marked_processes(marker)
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from jaxrl_sys.checkpoint import Checkpointer
+from processes import marked_processes
 from jaxrl_sys.run_spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,19 +45,6 @@ def busy_cpu():
     for spinner in spinners:
         spinner.kill()
         spinner.wait()
-
-
-def _marked(marker: str) -> list[int]:
-    """Processes whose environment holds `marker` (the run and the workers it started)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "environ").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 def _start(argv: list[str], marker: str) -> subprocess.Popen:
@@ -84,7 +72,7 @@ def _interrupt(proc: subprocess.Popen, marker: str) -> tuple[float, str]:
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    while _marked(marker) and time.monotonic() - start < 30:
+    while marked_processes(marker) and time.monotonic() - start < 30:
         time.sleep(0.05)
     return time.monotonic() - start, stderr
 
@@ -113,7 +101,7 @@ def test_ctrl_c_at_random_moments_exits_fast_and_leaves_a_resumable_run(tmp_path
         # still importing may print their KeyboardInterrupt after it
         assert "interrupted" in stderr.splitlines(), f"{where}: {stderr[-2000:]}"
         assert seconds <= EXIT_SECONDS, f"{where}: took {seconds:.1f} s to exit"
-        assert not _marked(marker), f"{where}: processes left behind"
+        assert not marked_processes(marker), f"{where}: processes left behind"
         runs = list(root.glob("*")) if root.is_dir() else []
         if not runs:
             continue  # interrupted before the run directory existed: nothing to resume
