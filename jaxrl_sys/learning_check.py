@@ -17,7 +17,6 @@ The agent module and the env registry are handed in by the caller: jaxrl_sys nev
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
 
@@ -207,13 +206,15 @@ def run_case(
     `on_chunk(done, total)` reports progress. The placement and chunking are those of
     `scripts/train.py` with `--chunks case.chunks`, plus greedy evaluation when asked.
     """
+    from jaxrl_sys.loops import chunking
+
     config = case_config(case, agent_module)
-    iters = math.ceil(config.num_iterations / case.chunks)
-    num_chunks = math.ceil(config.num_iterations / iters)
+    iters, num_chunks = chunking(config.num_iterations, case.chunks)  # as train.py chunks
     steps_per_chunk = iters * config.steps_per_iteration
     start = time.perf_counter()
     if registry.is_host_env(case.env):
-        train, evals = _run_host(case, agent_module, registry, config, seeds, iters, on_chunk)
+        train, evals = _run_host(case, agent_module, registry, config, seeds, iters,
+                                 num_chunks, on_chunk)
     else:
         train, evals = _run_device(case, agent_module, registry, config, seeds, iters,
                                    num_chunks, num_devices, on_chunk)
@@ -255,7 +256,7 @@ def _run_device(case, agent_module, registry, config, seeds, iters, num_chunks, 
 _HOST_EVAL_WORKERS = 2  # evaluation worker processes: more only add start-up time here
 
 
-def _run_host(case, agent_module, registry, config, seeds, iters, on_chunk):
+def _run_host(case, agent_module, registry, config, seeds, iters, num_chunks, on_chunk):
     """Seeds one after another; greedy evaluation (if asked) in worker processes of its own."""
     from jaxrl_sys import host_loop
 
@@ -263,7 +264,6 @@ def _run_host(case, agent_module, registry, config, seeds, iters, on_chunk):
     agent = agent_module.make(env, config, axis_name=None)
     fns = agent_module.host_fns(agent)
     policy = agent_module.greedy_action(agent)
-    num_chunks = math.ceil(config.num_iterations / iters)
     curves, eval_curves = [], []
     for i, seed in enumerate(seeds):
         evals = np.full(num_chunks, np.nan)

@@ -4,11 +4,9 @@ The session does what every run does whichever loop trains: the run directory an
 `run.json`, progress bar, JSONL and TensorBoard, checkpoints, the non-finite guard, resume
 and the final summary line. The loop (`jaxrl_sys.loops`) only trains.
 
-A run in a few lines of Python:
-
-    import agents, envs
-    from jaxrl_sys import RunSpec, run
-    run(RunSpec(agent="ppo", env="CartPole-v1", seeds=4), agents.load, envs)
+A run in a few lines of Python: build a RunSpec and hand `run` the agent loader and the env
+registry (this layer never imports them; scripts/train.py passes `agents.load` and the
+`envs` package, README shows the lines).
 """
 
 from __future__ import annotations
@@ -208,7 +206,7 @@ def run(spec: RunSpec, load_agent: Callable[[str], Any], registry: EnvRegistry, 
         request_devices(spec.devices)
     enable_compile_cache()
     main_process = distributed.is_main_process()
-    loop, env, _ = make_loop(resolved, registry)
+    loop, _, _ = make_loop(resolved, registry)
 
     if resume is not None:
         run_dir = Path(resume)
