@@ -346,24 +346,31 @@ DEFAULT_EVAL_EPISODES = 0  # PPO's training returns already measure its (stochas
 def host_fns(agent: Agent) -> HostFns:
     """PPO for the host loop: the same `act` and `update`, on rollouts from worker processes.
 
-    Values of the steps' next observations (for bootstrapping through truncation) are taken
-    with the learner's parameters, which are the acting ones when staleness is 0.
+    The values of both the steps' observations and their next observations (for GAE, for
+    bootstrapping through truncation, and as the reference of value clipping) are taken with
+    the learner's parameters: with staleness 1 the acting parameters are an update older, and
+    mixing the two value functions in one advantage biased it (a late collapse, issue 12).
+    The log-probabilities stay the acting ones: the importance ratio is against the policy
+    that chose the actions.
     """
     config = agent.config
 
     def act(params, obs, key, env_steps):
-        action, log_prob, value = agent.act(params, obs, key)
-        return action, {"log_prob": log_prob, "value": value}
+        action, log_prob, _ = agent.act(params, obs, key)
+        return action, {"log_prob": log_prob}
 
     def learn(state: State, replay, rollout: Rollout, key):
         steps, envs = rollout.obs.shape[:2]
-        next_obs = rollout.next_obs.reshape(steps * envs, *rollout.next_obs.shape[2:])
-        next_values = agent.network.apply(
-            state.params, next_obs, method=ActorCritic.value
-        ).reshape(steps, envs)
+
+        def values_of(obs):
+            flat = obs.reshape(steps * envs, *obs.shape[2:])
+            return agent.network.apply(state.params, flat, method=ActorCritic.value).reshape(
+                steps, envs
+            )
+
         trajectory = Trajectory(
             obs=rollout.obs, actions=rollout.action, log_probs=rollout.extras["log_prob"],
-            values=rollout.extras["value"], next_values=next_values,
+            values=values_of(rollout.obs), next_values=values_of(rollout.next_obs),
             rewards=rollout.reward * config.reward_scale, terminated=rollout.terminated,
             truncated=rollout.truncated, env_ids=jnp.arange(envs),
         )
