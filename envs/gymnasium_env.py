@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from envs.child_processes import ended_on_failure
 from envs.errors import EnvParamError, UnknownEnvError, UnsupportedEnvError
 from jaxrl_sys.types import Box, Discrete, EnvSpec
 
@@ -68,13 +69,14 @@ class GymnasiumEnv:
 
         if start_method not in START_METHODS:
             raise ValueError(f"start_method must be one of {START_METHODS}, got {start_method!r}")
-        return AsyncVectorEnv(
-            [self.env_fn() for _ in range(num_envs)],
-            shared_memory=True,
-            context=start_method,
-            daemon=True,
-            autoreset_mode=AutoresetMode.SAME_STEP,
-        )
+        with ended_on_failure():  # Ctrl-C while the workers start must not leave any behind
+            return AsyncVectorEnv(
+                [self.env_fn() for _ in range(num_envs)],
+                shared_memory=True,
+                context=start_method,
+                daemon=True,
+                autoreset_mode=AutoresetMode.SAME_STEP,
+            )
 
     def encode_obs(self, obs: np.ndarray) -> np.ndarray:
         """A batch of Gymnasium observations as the agents' float32 arrays (one-hot if Discrete)."""

@@ -1,13 +1,18 @@
 """What the scripts' command lines share: a parser whose errors are one line, and the exit
-codes (2: bad input, 1: a fault at run time, 130: interrupted)."""
+codes (2: bad input, 1: a fault at run time, 130: interrupted). Imports no JAX, so a script
+can import it before `waiting.catch_interrupts()` at no cost."""
 
 from __future__ import annotations
 
 import argparse
+import atexit
+import os
 import sys
-from typing import Callable
+from typing import Callable, NoReturn
 
-from jaxrl_sys.run_spec import UsageError
+
+class UsageError(ValueError):
+    """Bad input to a run (flags, spec fields, files): printed as one line, exit code 2."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -31,3 +36,29 @@ def guarded(body: Callable[[], int], user_errors: tuple[type[BaseException], ...
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def leave(code: int) -> NoReturn:
+    """Exit the script with `code`.
+
+    After an interrupt, work may still be in flight inside XLA, and Python's own exit would
+    tear XLA down under it (the process aborts). So then the exit handlers run (among them
+    multiprocessing's, which ends the worker processes) and the process leaves at once.
+    """
+    if code == 130:
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
+def run_script(main: Callable[[], int]) -> NoReturn:
+    """Run a script's `main()` and exit with its code (see `leave`). A Ctrl-C that comes
+    before `main` has its `guarded` in place (while it imports) is exit code 130 as well."""
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        code = 130
+    leave(code)

@@ -14,15 +14,12 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Protocol, Union
 
 from jaxrl_sys.checkpoint import CheckpointError
+from jaxrl_sys.cli import UsageError
 from jaxrl_sys.config import apply_overrides, config_to_dict, split_env_overrides
 
 RUN_FILE = "run.json"
 LEGACY_ARGS_FILE = "args.json"  # runs saved before run.json: train.py's flags
 RUN_FILE_VERSION = 1
-
-
-class UsageError(ValueError):
-    """Bad input to a run (flags, spec fields, files): printed as one line, exit code 2."""
 
 
 @dataclasses.dataclass(frozen=True)

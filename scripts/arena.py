@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from jaxrl_sys.cli import Parser, guarded
-from jaxrl_sys.run_spec import UsageError
+from jaxrl_sys.cli import Parser, UsageError, guarded, run_script
+from jaxrl_sys.waiting import catch_interrupts
+
+if __name__ == "__main__":
+    catch_interrupts()  # before the heavy imports in main: a Ctrl-C that Python drops is not lost
 
 PERFECT_PLAYERS = {"TicTacToe-v0": "envs.tictactoe:perfect_player"}
 
@@ -138,4 +140,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

@@ -25,7 +25,7 @@ from typing import Optional, Sequence
 
 from jaxrl_sys import learning_check as lc
 from jaxrl_sys.cli import Parser, guarded
-from jaxrl_sys.run_spec import UsageError
+from jaxrl_sys.cli import UsageError
 
 
 def build_parser() -> argparse.ArgumentParser:

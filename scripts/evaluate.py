@@ -10,11 +10,13 @@ return and the length. `--render out.gif` also draws one greedy episode of the f
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Optional, Sequence
 
-from jaxrl_sys.cli import Parser, guarded
-from jaxrl_sys.run_spec import UsageError
+from jaxrl_sys.cli import Parser, UsageError, guarded, run_script
+from jaxrl_sys.waiting import catch_interrupts
+
+if __name__ == "__main__":
+    catch_interrupts()  # before the heavy imports in main: a Ctrl-C that Python drops is not lost
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -146,4 +148,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

@@ -11,6 +11,7 @@ import time
 
 PROCESS_START = time.perf_counter()
 
+from jaxrl_sys.cli import run_script  # noqa: E402  (imports no JAX)
 from jaxrl_sys.waiting import catch_interrupts  # noqa: E402  (imports no JAX)
 
 if __name__ == "__main__":
@@ -19,7 +20,6 @@ if __name__ == "__main__":
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402
 import os  # noqa: E402
-import sys  # noqa: E402
 from typing import Optional, Sequence  # noqa: E402
 
 
@@ -87,14 +87,6 @@ def spec_of(args: argparse.Namespace):
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Exit code: 0 done, 1 a fault at run time, 2 bad input, 130 interrupted."""
-    try:
-        return _main(argv)
-    except KeyboardInterrupt:  # Ctrl-C while importing, before the guard below is in place
-        print("interrupted", file=sys.stderr)
-        return 130
-
-
-def _main(argv: Optional[Sequence[str]]) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import agents
     import envs
@@ -115,15 +107,4 @@ def _main(argv: Optional[Sequence[str]]) -> int:
 
 
 if __name__ == "__main__":
-    code = main()
-    if code == 130:
-        # Interrupted with everything closed. Python's own exit would tear XLA down under
-        # computations still in flight (it aborts); run the exit handlers (multiprocessing's
-        # clean-up among them) and leave.
-        import atexit
-
-        atexit._run_exitfuncs()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    sys.exit(code)
+    run_script(main)

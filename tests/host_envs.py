@@ -55,5 +55,18 @@ class FailingCartPole(CartPoleEnv):
         return super().step(action)
 
 
+class SlowToStartCartPole(CartPoleEnv):
+    """CartPole that takes `seconds` to make in a worker process (as an import under a heavy
+    load may), and none in the main process, where the vector env reads its spaces."""
+
+    def __init__(self, seconds: float = 60.0, **kwargs) -> None:
+        import multiprocessing
+
+        if multiprocessing.parent_process() is not None:
+            time.sleep(seconds)
+        super().__init__(**kwargs)
+
+
 gymnasium.register("Counter-v0", entry_point=Counter, max_episode_steps=5)
 gymnasium.register("FailingCartPole-v0", entry_point=FailingCartPole, max_episode_steps=500)
+gymnasium.register("SlowToStartCartPole-v0", entry_point=SlowToStartCartPole, max_episode_steps=500)

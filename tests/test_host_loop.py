@@ -264,6 +264,35 @@ def test_ctrl_c_reaps_the_workers(tmp_path):
     assert not marked_processes(marker)
 
 
+def test_ctrl_c_while_workers_start_leaves_none_behind(monkeypatch):
+    """Ctrl-C inside the vector env's constructor, just after a worker was spawned and before
+    multiprocessing registered it (the window a Ctrl-C at start-up can hit): every worker
+    started, registered or not, is ended. Here they would otherwise sleep for a minute."""
+    from multiprocessing import popen_spawn_posix, resource_tracker
+
+    from envs.child_processes import child_pids
+
+    launch = popen_spawn_posix.Popen._launch
+    launched = []
+
+    def launch_then_interrupt(self, process_obj):
+        launch(self, process_obj)
+        launched.append(self.pid)
+        if len(launched) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(popen_spawn_posix.Popen, "_launch", launch_then_interrupt)
+    env = envs.make_host("gymnasium:host_envs:SlowToStartCartPole-v0")
+    before = child_pids()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        env.make_vector(3, "spawn")
+    assert time.monotonic() - started < 15
+    assert len(launched) == 2
+    tracker = getattr(resource_tracker._resource_tracker, "_pid", None)
+    assert not child_pids() - before - {tracker}
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--env", "gymnasium:CartPol-v1"], "unknown env 'gymnasium:CartPol-v1'"),
     (["--env", "gymnasium:CartPole-v1", "--set", "env.bogus=1"], "bad param(s) for env"),
