@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 from jaxrl_sys.timing import median_seconds
 
@@ -79,7 +81,7 @@ def ppo_table(env_name: str, sizes: list[int], repeats: int) -> list[str]:
 
     rollout_steps = ppo.default_config(env_name).rollout_steps
     rows = [
-        f"| envs | PPO env-steps/s | raw env-steps/s | PPO / raw |",
+        "| envs | PPO env-steps/s | raw env-steps/s | PPO / raw |",
         "|---:|---:|---:|---:|",
     ]
     for n in sizes:
@@ -162,6 +164,16 @@ def muzero_table(repeats: int) -> list[str]:
     return rows
 
 
+def script_table(script: str, *args: str) -> list[str]:
+    """The markdown table printed by a sibling bench script, run in its own process (its own
+    XLA flags and a fresh heap, as when it is run alone)."""
+    done = subprocess.run([sys.executable, str(Path(__file__).with_name(script)), *args],
+                          capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"error: {script} failed: {done.stderr.strip().splitlines()[-1:]}")
+    return [line for line in done.stdout.splitlines() if line.startswith("|")]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="CartPole-v1")
@@ -175,7 +187,7 @@ def main() -> int:
         if min(sizes) < 1 or args.repeats < 1:
             raise ValueError
     except ValueError:
-        print(f"error: --sizes must be positive integers and --repeats >= 1", file=sys.stderr)
+        print("error: --sizes must be positive integers and --repeats >= 1", file=sys.stderr)
         return 2
 
     from jaxrl_sys.devices import describe, set_safe_cpu_flags
@@ -196,20 +208,14 @@ def main() -> int:
         print("## MuZero, one device, one seed\n")
         print("\n".join(muzero_table(args.repeats)) + "\n")
     if "replay" in sections:
-        from bench_replay import replay_table
-
         print("## Replay add + sample, one device\n")
-        print("\n".join(replay_table(repeats=3)) + "\n")
+        print("\n".join(script_table("bench_replay.py")) + "\n")
     if "host" in sections:
-        from bench_host import host_table
-
         print("## Host loop (gymnasium: envs in worker processes)\n")
-        print("\n".join(host_table(repeats=args.repeats)) + "\n")
+        print("\n".join(script_table("bench_host.py", "--repeats", str(args.repeats))) + "\n")
     if "checkpoint" in sections:
-        from bench_checkpoint import checkpoint_table
-
         print("## Checkpoints (whole carry, one seed, one device)\n")
-        print("\n".join(checkpoint_table(repeats=3)) + "\n")
+        print("\n".join(script_table("bench_checkpoint.py")) + "\n")
     return 0
 
 
