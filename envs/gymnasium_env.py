@@ -18,6 +18,7 @@ import numpy as np
 
 from envs.child_processes import ended_on_failure
 from envs.errors import EnvParamError, UnknownEnvError, UnsupportedEnvError
+from jaxrl_sys import gymnasium_worker
 from jaxrl_sys.types import Box, Discrete, EnvSpec
 
 START_METHODS = ("spawn", "forkserver")
@@ -26,13 +27,6 @@ START_METHODS = ("spawn", "forkserver")
 def _one_line(error: BaseException) -> str:
     text = " ".join(str(error).split())
     return text or type(error).__name__
-
-
-def _make_single(env_id: str, kwargs: dict[str, Any]):
-    """One Gymnasium env (also the picklable factory each worker process calls)."""
-    import gymnasium
-
-    return gymnasium.make(env_id, **kwargs)
 
 
 class GymnasiumEnv:
@@ -55,8 +49,11 @@ class GymnasiumEnv:
         )
 
     def env_fn(self):
-        """A picklable no-argument factory of one env, for worker processes."""
-        return functools.partial(_make_single, self.env_id, self.kwargs)
+        """A picklable no-argument factory of one env, for worker processes. It refers to
+        Gymnasium only, so a worker imports neither this package nor JAX (seconds each)."""
+        import gymnasium
+
+        return functools.partial(gymnasium.make, self.env_id, **self.kwargs)
 
     def make_vector(self, num_envs: int, start_method: str = "spawn"):
         """`num_envs` envs in worker processes (Gymnasium's AsyncVectorEnv, shared memory).
@@ -75,6 +72,7 @@ class GymnasiumEnv:
                 shared_memory=True,
                 context=start_method,
                 daemon=True,
+                worker=gymnasium_worker.worker,
                 autoreset_mode=AutoresetMode.SAME_STEP,
             )
 
