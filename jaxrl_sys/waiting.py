@@ -6,13 +6,16 @@ wait in short sleeps instead, where Python raises KeyboardInterrupt at once.
 
 Python can also lose a KeyboardInterrupt: one raised inside a garbage-collection callback or
 a `__del__` (JAX has both) is printed as "Exception ignored" and dropped, and the run goes
-on. `catch_interrupts()` records every SIGINT, and the waits here raise KeyboardInterrupt
-for a recorded one. Importing this module imports no JAX, so scripts install it first.
+on. `catch_interrupts()` raises such a one again at once, in the main thread's next line,
+and records every SIGINT, so that the waits here raise KeyboardInterrupt for a recorded one
+too. Importing this module imports no JAX, so scripts install it first.
 """
 
 from __future__ import annotations
 
+import _thread
 import signal
+import sys
 import threading
 import time
 from typing import Any, Callable, TypeVar
@@ -24,13 +27,25 @@ _interrupted = threading.Event()
 
 def catch_interrupts() -> None:
     """From now on SIGINT raises KeyboardInterrupt as usual and is also recorded, so that the
-    next wait raises it again if it was lost (main thread only; for scripts)."""
+    next wait raises it again if it was lost; one that Python drops as unraisable is raised
+    again at once (main thread only; for scripts)."""
 
     def on_sigint(signum: int, frame: Any) -> None:
         _interrupted.set()
         raise KeyboardInterrupt
 
+    previous_hook = sys.unraisablehook
+
+    def on_unraisable(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            # raised again from another thread, once this hook has returned: the main thread
+            # then runs on_sigint in its own code, where the exception propagates
+            threading.Timer(_POLL_SECONDS, _thread.interrupt_main, (signal.SIGINT,)).start()
+            return
+        previous_hook(unraisable)
+
     signal.signal(signal.SIGINT, on_sigint)
+    sys.unraisablehook = on_unraisable
 
 
 def check_interrupt() -> None:

@@ -127,3 +127,34 @@ def test_ctrl_c_at_random_moments_exits_fast_and_leaves_a_resumable_run(tmp_path
                 f"{where}: resume failed: {''.join(lines)}{proc.stderr.read()}"
             lines.append(proc.stderr.readline())
         _interrupt(proc, marker)
+
+
+class _DropsInterrupts:
+    """An object whose finaliser raises KeyboardInterrupt, as a Ctrl-C landing in JAX's gc
+    callback does: Python prints "Exception ignored" and drops it."""
+
+    def __del__(self) -> None:
+        raise KeyboardInterrupt
+
+
+@pytest.fixture
+def interrupts_caught():
+    """`waiting.catch_interrupts()` for one test, undone afterwards."""
+    from jaxrl_sys import waiting
+
+    previous = signal.getsignal(signal.SIGINT), sys.unraisablehook
+    waiting.catch_interrupts()
+    yield
+    signal.signal(signal.SIGINT, previous[0])
+    sys.unraisablehook = previous[1]
+    waiting._interrupted.clear()
+
+
+def test_a_ctrl_c_that_python_drops_is_raised_again(interrupts_caught):
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        dropper = _DropsInterrupts()
+        del dropper  # the KeyboardInterrupt is unraisable here ...
+        while time.monotonic() - start < 10:  # ... and raised again in this loop
+            pass
+    assert time.monotonic() - start < 2
