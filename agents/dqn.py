@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxrl_sys import collectives, replay
+from jaxrl_sys import collectives, obs_norm, replay
 from jaxrl_sys.config import (
     ConfigError, RolloutBudget, check_at_least, check_budget, check_choice, check_layer_widths,
     check_positive, check_unit_interval, env_defaults,
@@ -155,7 +155,9 @@ def build_optimizer(config: Config) -> optax.GradientTransformation:
 def init(key: jax.Array, spec: EnvSpec, config: Config) -> State:
     """Fresh online/target parameters and optimiser state."""
     params = build_network(spec, config).init(key, jnp.zeros((1, *spec.obs_shape), jnp.float32))
-    return init_target_net_state(params, build_optimizer(config))
+    return init_target_net_state(params, build_optimizer(config)).replace(
+        obs_stats=obs_norm.init_stats(config.normalize_obs, spec.obs_shape)
+    )
 
 
 def epsilon_at(config: Config, env_steps: jax.Array) -> jax.Array:
@@ -215,7 +217,10 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
     grad_fn = jax.grad(loss_fn, has_aux=True)
 
     def update(state: State, batch: Batch) -> tuple[State, Metrics, jax.Array]:
-        """One gradient step on a batch; returns the new state, metrics and TD errors."""
+        """One gradient step on a batch of stored (raw) steps, normalised with the state's
+        observation statistics; returns the new state, metrics and TD errors."""
+        batch = batch.replace(obs=obs_norm.normalize(state.obs_stats, batch.obs),
+                              next_obs=obs_norm.normalize(state.obs_stats, batch.next_obs))
         grads, (td_error, q_mean) = grad_fn(state.params, state.target_params, batch)
         new_state = gradient_step(state, grads, optimizer, axis_name=axis_name, tau=config.tau,
                                   target_update_period=config.target_update_period)
@@ -239,8 +244,8 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         def one_step(carry, t):
             vstate, buffer = carry
             act_key, env_key = jax.random.split(jax.random.fold_in(key, t))
-            actions = act(state.params, vstate.obs, per_env_keys(act_key, vstate.env_ids),
-                          epsilon=epsilon)
+            actions = act(state.params, obs_norm.normalize(state.obs_stats, vstate.obs),
+                          per_env_keys(act_key, vstate.env_ids), epsilon=epsilon)
             next_vstate, result = step_envs(env, vstate, actions, env_key)
             transition = {
                 "obs": vstate.obs, "action": actions.astype(jnp.int32),
@@ -248,14 +253,16 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
                 "truncated": result.truncated, "next_obs": result.info["final_observation"],
             }
             add = replay.add_prioritized if config.prioritized else replay.add
-            return (next_vstate, add(buffer, transition)), episode_metrics(result.info, None)
+            return (next_vstate, add(buffer, transition)), (episode_metrics(result.info, None),
+                                                            vstate.obs)
 
-        (vstate, buffer), episodes = jax.lax.scan(
+        (vstate, buffer), (episodes, seen) = jax.lax.scan(
             one_step, (env_state.envs, env_state.replay), jnp.arange(config.rollout_steps)
         )
         episodes = jax.tree.map(jnp.sum, episodes)
         episodes = collectives.psum(episodes, axis_name)
-        return EnvState(vstate, buffer), episodes, epsilon
+        state = state.replace(obs_stats=obs_norm.update(state.obs_stats, seen, axis_name))
+        return state, EnvState(vstate, buffer), episodes, epsilon
 
     def learn(state: State, buffer, key):
         local_batch = local_batch_size(config.batch_size, axis_name)
@@ -283,7 +290,10 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
     def train_step(state: State, env_state: EnvState, key):
         """Step every env `rollout_steps` times into replay, then `updates_per_iteration` updates."""
         collect_key, learn_key = jax.random.split(key)
-        env_state, episodes, epsilon = collect(state, env_state, collect_key)
+        state = state.replace(
+            obs_stats=obs_norm.update_if_empty(state.obs_stats, env_state.envs.obs, axis_name)
+        )
+        state, env_state, episodes, epsilon = collect(state, env_state, collect_key)
         state, buffer, metrics = absorb(state, env_state.replay, learn_key)
         return state, EnvState(env_state.envs, buffer), {**metrics, "epsilon": epsilon, **episodes}
 
@@ -307,7 +317,7 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
 def greedy_action(agent: Agent) -> Callable[[State, jax.Array, jax.Array], jax.Array]:
     """Greedy (argmax Q) actions for evaluation (from the observation alone)."""
     return lambda state, obs, key, legal=None, env_state=None: agent.act(
-        state.params, obs, key, greedy=True
+        state.params, obs_norm.normalize(state.obs_stats, obs), key, greedy=True
     )
 
 
@@ -320,8 +330,10 @@ def host_fns(agent: Agent) -> HostFns:
     config = agent.config
     add = replay.add_prioritized if config.prioritized else replay.add
 
-    def act(params, obs, key, env_steps):
-        return agent.act(params, obs, key, epsilon=epsilon_at(config, env_steps)), {}
+    def act(actor, obs, key, env_steps):
+        params, obs_stats = actor
+        return agent.act(params, obs_norm.normalize(obs_stats, obs), key,
+                         epsilon=epsilon_at(config, env_steps)), {}
 
     def learn(state: State, buffer, rollout: Rollout, key):
         transitions = {
@@ -330,13 +342,14 @@ def host_fns(agent: Agent) -> HostFns:
             "truncated": rollout.truncated, "next_obs": rollout.next_obs,
         }
         buffer, _ = jax.lax.scan(lambda b, step: (add(b, step), None), buffer, transitions)
+        state = state.replace(obs_stats=obs_norm.update(state.obs_stats, rollout.obs, None))
         epsilon = epsilon_at(config, state.iteration * config.steps_per_iteration)
         state, buffer, metrics = agent.absorb(state, buffer, key)
         return state, buffer, {**metrics, "epsilon": epsilon}
 
     return HostFns(
         init=lambda key: (agent.init(key), agent.init_replay(config.num_envs)),
-        actor_params=lambda state: state.params,
+        actor_params=lambda state: (state.params, state.obs_stats),
         act=act,
         learn=learn,
         num_envs=config.num_envs,

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxrl_sys import collectives
+from jaxrl_sys import collectives, obs_norm
 from jaxrl_sys import distributions as dist
 from jaxrl_sys.config import (
     ConfigError, RolloutBudget, check_at_least, check_budget, check_choice, check_layer_widths,
@@ -124,11 +124,13 @@ def default_config(env_name: str) -> Config:
 
 @struct.dataclass
 class State:
-    """Learner state: parameters, optimiser state, iteration counter."""
+    """Learner state: parameters, optimiser state, iteration counter, and the observation
+    statistics when `normalize_obs` (None otherwise)."""
 
     params: Any
     opt_state: Any
     iteration: jax.Array
+    obs_stats: Optional[obs_norm.RunningStats] = None
 
 
 class Trajectory(NamedTuple):
@@ -177,7 +179,8 @@ def init(key: jax.Array, spec: EnvSpec, config: Config) -> State:
     network = build_network(spec, config)
     params = network.init(key, jnp.zeros((1, *spec.obs_shape), jnp.float32))
     opt_state = build_optimizer(config).init(params)
-    return State(params=params, opt_state=opt_state, iteration=jnp.zeros((), jnp.int32))
+    return State(params=params, opt_state=opt_state, iteration=jnp.zeros((), jnp.int32),
+                 obs_stats=obs_norm.init_stats(config.normalize_obs, spec.obs_shape))
 
 
 def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent:
@@ -218,14 +221,19 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
     def value_fn(params, obs):
         return network.apply(params, obs, method=ActorCritic.value)
 
-    def rollout(params, env_state: VecEnvState, key):
+    def rollout(params, obs_stats, env_state: VecEnvState, key):
+        """`rollout_steps` on every env; the trajectory keeps the raw observations (`update`
+        normalises them with the same `obs_stats` the actions were chosen with)."""
         def one_step(vstate: VecEnvState, t):
             act_key, env_key = jax.random.split(jax.random.fold_in(key, t))
             action, log_prob, value = act(
-                params, vstate.obs, per_env_keys(act_key, vstate.env_ids)
+                params, obs_norm.normalize(obs_stats, vstate.obs),
+                per_env_keys(act_key, vstate.env_ids),
             )
             next_vstate, result = step_envs(env, vstate, env_action(action), env_key)
-            next_value = value_fn(params, result.info["final_observation"])
+            next_value = value_fn(
+                params, obs_norm.normalize(obs_stats, result.info["final_observation"])
+            )
             record = (
                 vstate.obs, action, log_prob, value, next_value,
                 result.reward * config.reward_scale, result.terminated, result.truncated,
@@ -271,12 +279,15 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
     grad_fn = jax.grad(loss_fn, has_aux=True)
 
     def update(state: State, traj: Trajectory, key) -> tuple[State, Metrics]:
-        """PPO epochs over one trajectory: GAE, then shuffled minibatch gradient steps."""
+        """PPO epochs over one trajectory: GAE, then shuffled minibatch gradient steps. Its raw
+        observations are normalised with `state.obs_stats` (those it was collected with),
+        whose statistics then take them in, pooled over envs and devices."""
         advantages, returns = gae(
             traj.rewards, traj.values, traj.next_values, traj.terminated, traj.truncated,
             config.gamma, config.gae_lambda,
         )
-        data = (traj.obs, traj.actions, traj.log_probs, traj.values, advantages, returns)
+        obs = obs_norm.normalize(state.obs_stats, traj.obs)
+        data = (obs, traj.actions, traj.log_probs, traj.values, advantages, returns)
         steps_per_minibatch = config.rollout_steps // config.num_minibatches
 
         def epoch(carry, epoch_index):
@@ -307,13 +318,17 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
             epoch, (state.params, state.opt_state), jnp.arange(config.update_epochs)
         )
         metrics = collectives.pmean(jax.tree.map(jnp.mean, metrics), axis_name)
-        new_state = State(params=params, opt_state=opt_state, iteration=state.iteration + 1)
+        new_state = State(params=params, opt_state=opt_state, iteration=state.iteration + 1,
+                          obs_stats=obs_norm.update(state.obs_stats, traj.obs, axis_name))
         return new_state, metrics
 
     def train_step(state: State, env_state: VecEnvState, key):
         """Collect `rollout_steps` on every env, then learn from it."""
         rollout_key, update_key = jax.random.split(key)
-        env_state, traj, episodes = rollout(state.params, env_state, rollout_key)
+        state = state.replace(
+            obs_stats=obs_norm.update_if_empty(state.obs_stats, env_state.obs, axis_name)
+        )
+        env_state, traj, episodes = rollout(state.params, state.obs_stats, env_state, rollout_key)
         state, metrics = update(state, traj, update_key)
         return state, env_state, {**metrics, **episodes}
 
@@ -331,7 +346,8 @@ def greedy_action(agent: Agent) -> Callable[[State, jax.Array, jax.Array], jax.A
     def policy(state: State, obs: jax.Array, key: jax.Array, legal=None,
                env_state=None) -> jax.Array:
         del legal, env_state  # every action is legal; acting needs the observation only
-        action = agent.act(state.params, obs, key, greedy=True)[0]
+        action = agent.act(state.params, obs_norm.normalize(state.obs_stats, obs), key,
+                           greedy=True)[0]
         if isinstance(space, Box):
             action = jnp.clip(action, jnp.asarray(space.low), jnp.asarray(space.high))
         return action
@@ -355,15 +371,16 @@ def host_fns(agent: Agent) -> HostFns:
     """
     config = agent.config
 
-    def act(params, obs, key, env_steps):
-        action, log_prob, _ = agent.act(params, obs, key)
+    def act(actor, obs, key, env_steps):
+        params, obs_stats = actor
+        action, log_prob, _ = agent.act(params, obs_norm.normalize(obs_stats, obs), key)
         return action, {"log_prob": log_prob}
 
     def learn(state: State, replay, rollout: Rollout, key):
         steps, envs = rollout.obs.shape[:2]
 
         def values_of(obs):
-            flat = obs.reshape(steps * envs, *obs.shape[2:])
+            flat = obs_norm.normalize(state.obs_stats, obs.reshape(steps * envs, *obs.shape[2:]))
             return agent.network.apply(state.params, flat, method=ActorCritic.value).reshape(
                 steps, envs
             )
@@ -379,7 +396,7 @@ def host_fns(agent: Agent) -> HostFns:
 
     return HostFns(
         init=lambda key: (agent.init(key), None),
-        actor_params=lambda state: state.params,
+        actor_params=lambda state: (state.params, state.obs_stats),
         act=act,
         learn=learn,
         num_envs=config.num_envs,

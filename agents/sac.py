@@ -36,7 +36,7 @@ import optax
 from flax import struct
 from jax.flatten_util import ravel_pytree
 
-from jaxrl_sys import collectives, replay
+from jaxrl_sys import collectives, obs_norm, replay
 from jaxrl_sys.config import (
     ConfigError, RolloutBudget, check_at_least, check_budget, check_choice, check_layer_widths,
     check_positive, check_unit_interval, env_defaults,
@@ -203,12 +203,14 @@ class Trainable(NamedTuple):
 
 @struct.dataclass
 class State:
-    """Learner state: parameters, optimiser states, counters (per seed, replicated)."""
+    """Learner state: parameters, optimiser states, counters (per seed, replicated), and the
+    observation statistics when `normalize_obs` (None otherwise)."""
 
     params: Params
     opt_state: Any  # Adam moments of the raveled Trainable (one vector)
     env_steps: jax.Array  # env steps taken so far, over all envs of the seed
     updates: jax.Array  # gradient updates applied so far
+    obs_stats: Optional[obs_norm.RunningStats] = None
 
 
 @struct.dataclass
@@ -288,7 +290,8 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         trainable = Trainable(params.actor, params.critic, params.log_alpha)
         opt_state = adam.init(ravel_pytree(trainable)[0])
         zero = jnp.zeros((), jnp.int32)
-        return State(params=params, opt_state=opt_state, env_steps=zero, updates=zero)
+        return State(params=params, opt_state=opt_state, env_steps=zero, updates=zero,
+                     obs_stats=obs_norm.init_stats(config.normalize_obs, spec.obs_shape))
 
     # Per-parameter learning rates for the raveled Trainable (ravel order: actor, critic, alpha).
     shapes = jax.eval_shape(init, jax.random.PRNGKey(0)).params
@@ -370,10 +373,10 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         per-parameter learning rate (actor / critic / alpha).
         """
         params = state.params
-        batch = {
+        batch = {  # stored raw: normalised with the statistics of now
             **batch,
-            "obs": batch["obs"].astype(jnp.float32),
-            "next_obs": batch["next_obs"].astype(jnp.float32),
+            "obs": obs_norm.normalize(state.obs_stats, batch["obs"].astype(jnp.float32)),
+            "next_obs": obs_norm.normalize(state.obs_stats, batch["next_obs"].astype(jnp.float32)),
         }
         local_batch = batch["obs"].shape[0]
         now_key, next_key = jax.random.split(key)
@@ -387,10 +390,9 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         scaled, opt_state = adam.update(flat_grads, state.opt_state)
         new = unravel(flat_params - learning_rates * scaled)
         target_critic = optax.incremental_update(new.critic, params.target_critic, config.tau)
-        new_state = State(
+        new_state = state.replace(
             params=Params(new.actor, new.critic, target_critic, new.log_alpha),
             opt_state=opt_state,
-            env_steps=state.env_steps,
             updates=state.updates + 1,
         )
         return new_state, collectives.pmean(metrics, axis_name)
@@ -416,7 +418,10 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         Returns (state, buffer, metrics averaged over the updates or 0, whether it learned).
         """
         buffer = replay.add(buffer, transition)
-        state = state.replace(env_steps=state.env_steps + config.num_envs)
+        state = state.replace(
+            env_steps=state.env_steps + config.num_envs,
+            obs_stats=obs_norm.update(state.obs_stats, transition["obs"], axis_name),
+        )
         learn = state.env_steps >= config.learning_starts
 
         def one_update(state, u):
@@ -447,6 +452,9 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
 
     def train_step(state: State, env_state: EnvState, key: jax.Array):
         """`rollout_steps` vectorised env steps, each followed by `updates_per_step` updates."""
+        state = state.replace(
+            obs_stats=obs_norm.update_if_empty(state.obs_stats, env_state.envs.obs, axis_name)
+        )
         local_envs = env_state.envs.obs.shape[0]
         local_batch = local_batch_size(local_envs)
 
@@ -456,7 +464,8 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
             act_key, explore_key, env_key, update_key = jax.random.split(step_key, 4)
             vstate = es.envs
             action = policy_or_explore(
-                state.params, vstate.obs, per_env_keys(act_key, vstate.env_ids),
+                state.params, obs_norm.normalize(state.obs_stats, vstate.obs),
+                per_env_keys(act_key, vstate.env_ids),
                 per_env_keys(explore_key, vstate.env_ids), state.env_steps,
             )
             vstate, result = step_envs(env, vstate, action, env_key)
@@ -495,10 +504,12 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         )
         return state, buffer, mean_over_learned(metrics, learned)
 
-    def host_act(params: Params, obs, key, env_steps):
+    def host_act(actor, obs, key, env_steps):
+        params, obs_stats = actor
         act_key, explore_key = jax.random.split(key)
         keys = lambda k: jax.random.split(k, obs.shape[0])  # noqa: E731
-        return policy_or_explore(params, obs, keys(act_key), keys(explore_key), env_steps), {}
+        return policy_or_explore(params, obs_norm.normalize(obs_stats, obs), keys(act_key),
+                                 keys(explore_key), env_steps), {}
 
     def init_replay(num_envs: int):
         example = dict(
@@ -517,7 +528,7 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         config, spec, init, init_envs, act, update, train_step, actor=actor, critic=critic,
         host=HostFns(
             init=lambda key: (init(key), init_replay(config.num_envs)),
-            actor_params=lambda state: state.params,
+            actor_params=lambda state: (state.params, state.obs_stats),
             act=host_act,
             learn=host_learn,
             num_envs=config.num_envs,
@@ -529,7 +540,7 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
 def greedy_action(agent: Agent) -> Callable[[State, jax.Array, jax.Array], jax.Array]:
     """Deterministic actions (the squashed mean, in env units) for evaluation."""
     return lambda state, obs, key, legal=None, env_state=None: agent.act(
-        state.params, obs, key, greedy=True
+        state.params, obs_norm.normalize(state.obs_stats, obs), key, greedy=True
     )
 
 

@@ -18,9 +18,6 @@ from envs.registry import (
 from envs.wrappers import (
     EpisodeStatistics,
     EpisodeStatsState,
-    NormalizeObservation,
-    NormalizeObsState,
-    RunningStats,
 )
 
 # errors that mean bad input (a name, a parameter): one line and exit code 2 in the scripts
@@ -31,9 +28,6 @@ __all__ = [
     "EpisodeStatistics",
     "EpisodeStatsState",
     "GymnaxEnv",
-    "NormalizeObsState",
-    "NormalizeObservation",
-    "RunningStats",
     "UnknownEnvError",
     "USER_ERRORS",
     "UnsupportedEnvError",

@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional, Union
 
 from envs.errors import EnvParamError, UnknownEnvError
 from envs.gymnax_env import GymnaxEnv
-from envs.wrappers import EpisodeStatistics, NormalizeObservation
+from envs.wrappers import EpisodeStatistics
 from jaxrl_sys.types import Env
 
 EnvFactory = Callable[..., Env]
@@ -110,14 +110,9 @@ def names() -> list[str]:
     return [*GYMNAX_NAMES, *_OWN]
 
 
-def make(
-    name: str, *, normalize_obs: bool = False, episode_stats: bool = True, **params: Any
-) -> Env:
-    """Build env `name` with `params` overriding its defaults, then wrap it.
-
-    Wrapper order: base -> NormalizeObservation (if `normalize_obs`) -> EpisodeStatistics
-    (if `episode_stats`).
-    """
+def make(name: str, *, episode_stats: bool = True, **params: Any) -> Env:
+    """Build env `name` with `params` overriding its defaults, wrapped in EpisodeStatistics
+    (if `episode_stats`). Observation normalisation is the agents' (`jaxrl_sys.obs_norm`)."""
     if is_host_env(name):
         raise UnknownEnvError(
             f"{name!r} is not a JAX env: it runs in worker processes through the host loop "
@@ -135,8 +130,6 @@ def make(
         env = _make_gymnax(name, params)
     else:
         raise UnknownEnvError(_unknown_message(name))
-    if normalize_obs:
-        env = NormalizeObservation(env)
     if episode_stats:
         env = EpisodeStatistics(env)
     return env

@@ -58,13 +58,15 @@ def nan_unless(ready: jax.Array, metrics: Metrics) -> Metrics:
 @struct.dataclass
 class TargetNetState:
     """Learner state of an agent with a target network (DQN, MuZero): online and target
-    parameters, optimiser state, iterations run and gradient updates taken."""
+    parameters, optimiser state, iterations run and gradient updates taken, and observation
+    statistics where the agent normalises observations (`jaxrl_sys.obs_norm`; else None)."""
 
     params: Any
     target_params: Any
     opt_state: Any
     iteration: jax.Array
     updates: jax.Array
+    obs_stats: Any = None
 
 
 def init_target_net_state(params: PyTree, optimizer: optax.GradientTransformation

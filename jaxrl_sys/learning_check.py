@@ -116,7 +116,7 @@ def available_settings(cpuinfo: Optional[str] = None) -> tuple[list[str], str]:
 class EnvRegistry(Protocol):
     """What `run_case` needs from the env package (the `envs` module satisfies it)."""
 
-    def make(self, name: str, *, normalize_obs: bool = False, **params: Any) -> Any: ...
+    def make(self, name: str, **params: Any) -> Any: ...
     def make_eval(self, name: str, **params: Any) -> Any: ...
     def is_host_env(self, name: str) -> bool: ...
     def make_host(self, name: str, **params: Any) -> Any: ...
@@ -232,7 +232,7 @@ def _run_device(case, agent_module, registry, config, seeds, iters, num_chunks, 
     from jaxrl_sys.evaluation import make_eval_fn
     from jaxrl_sys.execution import place, placement_fns
 
-    env = registry.make(case.env, normalize_obs=getattr(config, "normalize_obs", False))
+    env = registry.make(case.env)
     agent = agent_module.make(env, config)
     eval_fn = None
     if case.eval_episodes:

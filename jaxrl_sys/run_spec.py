@@ -123,8 +123,7 @@ class ResolvedRun:
         if self.host:
             env = registry.make_host(self.env_name, **self.env_kwargs)
             return env, self.module.make(env, self.config, axis_name=None)
-        env = registry.make(self.env_name, normalize_obs=getattr(self.config, "normalize_obs",
-                                                                  False), **self.env_kwargs)
+        env = registry.make(self.env_name, **self.env_kwargs)
         return env, self.module.make(env, self.config)
 
 
@@ -147,22 +146,18 @@ def resolve(spec: RunSpec, load_agent: Callable[[str], Any],
     config = apply_overrides(config, agent_pairs)
     config.validate()
     host = registry.is_host_env(env_name)
-    normalize_obs = getattr(config, "normalize_obs", False)
     if spec.eval_episodes is not None:
         eval_episodes = spec.eval_episodes
     else:
         eval_episodes = 0 if host else getattr(module, "DEFAULT_EVAL_EPISODES", 0)
     if host:
-        _check_host(spec, module, normalize_obs)
+        _check_host(spec, module)
     else:
         check_placement(config.num_envs, spec.devices, eval_episodes)
-        if eval_episodes and normalize_obs:
-            raise UsageError("eval_episodes needs normalize_obs=false (statistics live in the "
-                             "training envs)")
     return ResolvedRun(spec, module, env_name, config, env_kwargs, host, eval_episodes)
 
 
-def _check_host(spec: RunSpec, module: Any, normalize_obs: bool) -> None:
+def _check_host(spec: RunSpec, module: Any) -> None:
     """What the host loop (gymnasium: envs) does not do, as one-line usage errors."""
     if not hasattr(module, "host_fns"):
         raise UsageError(f"agent {spec.agent!r} has no host loop; gymnasium: envs run with "
@@ -173,8 +168,6 @@ def _check_host(spec: RunSpec, module: Any, normalize_obs: bool) -> None:
     if spec.eval_episodes:
         raise UsageError("--eval-episodes is not available for gymnasium: envs; training "
                          "returns are reported")
-    if normalize_obs:
-        raise UsageError("normalize_obs is not available for gymnasium: envs")
 
 
 def save_run_file(run_dir: Path, resolved: ResolvedRun) -> None:

@@ -41,9 +41,6 @@ def evaluate_run(args: argparse.Namespace) -> int:
 
     saved = open_run(args.run_dir, agents.load, envs)
     resolved = saved.resolved
-    if getattr(resolved.config, "normalize_obs", False):
-        raise UsageError("evaluate.py needs a run with normalize_obs=false (the statistics "
-                         "live in the training envs)")
     if resolved.host:
         return evaluate_host_run(args, saved)
     import jax

@@ -182,85 +182,6 @@ def test_episode_statistics_match_reference_under_auto_reset(name, params):
         )
 
 
-# --------------------------------------------------------------------- observation normalisation
-
-
-def emitted_raw_obs(obs0, obs, final_obs, done):
-    """Per-env list of every raw observation emitted: reset, each final obs, each auto-reset obs."""
-    out = []
-    for e in range(obs0.shape[0]):
-        rows = [obs0[e : e + 1]]
-        for t in range(obs.shape[0]):
-            rows.append(final_obs[t, e : e + 1])
-            if done[t, e]:
-                rows.append(obs[t, e : e + 1])
-        out.append(np.concatenate(rows))
-    return out
-
-
-def test_normalize_observation_under_vmap():
-    base = cached_make("CartPole-v1", episode_stats=False)
-    norm = envs.NormalizeObservation(base, clip=10.0)
-    key, steps, n = jax.random.key(7), 500, 4
-    raw0, _, _, (raw, _, _, term, trunc, raw_info) = rollout(base, key, n, steps)
-    nobs0, _, final, (nobs, states, _, term2, _, ninfo) = rollout(norm, key, n, steps)
-    np.testing.assert_array_equal(np.asarray(term), np.asarray(term2))  # same dynamics
-    assert set(raw_info) == set(ninfo) == {"final_observation"}  # gymnax extras dropped
-
-    raw0, raw, raw_final = map(np.asarray, (raw0, raw, raw_info["final_observation"]))
-    done = np.asarray(term | trunc)
-    per_env = emitted_raw_obs(raw0, raw, raw_final, done)
-
-    # Stored statistics are exactly the numpy statistics of the raw emitted observations,
-    # separately for each vmapped env.
-    for e in range(n):
-        assert float(final.stats.count[e]) == len(per_env[e])
-        np.testing.assert_allclose(final.stats.mean[e], per_env[e].mean(0), rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose(final.stats.var[e], per_env[e].var(0), rtol=1e-3, atol=1e-6)
-    assert not np.allclose(final.stats.mean[0], final.stats.mean[1])
-
-    # obs and final_observation at every step use the same, freshly updated statistics.
-    mean, var = np.asarray(states.stats.mean), np.asarray(states.stats.var)
-    expect = np.clip((raw - mean) / np.sqrt(var + 1e-8), -10, 10)
-    expect_final = np.clip((raw_final - mean) / np.sqrt(var + 1e-8), -10, 10)
-    np.testing.assert_allclose(nobs, expect, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(ninfo["final_observation"], expect_final, rtol=1e-4, atol=1e-4)
-    assert np.all(np.asarray(nobs0) == 0.0)  # the first observation is its own mean
-
-    # Once the statistics have settled, normalised observations are roughly standard.
-    late = np.asarray(nobs[steps // 2 :]).reshape(-1, 4)
-    np.testing.assert_allclose(late.mean(0), 0.0, atol=0.25)
-    np.testing.assert_allclose(late.std(0), 1.0, atol=0.25)
-    assert np.abs(np.asarray(nobs)).max() <= 10.0
-
-
-def test_normalize_observation_single_env():
-    norm = envs.make("Acrobot-v1", normalize_obs=True, episode_stats=False, max_steps_in_episode=20)
-    base, steps = norm.env, 45
-
-    @jax.jit
-    def run(key):
-        (_, s), (raw0, b) = norm.reset(key), base.reset(key)
-
-        def body(carry, t):
-            s, b = carry
-            k, a = jax.random.fold_in(key, t), t % 3
-            _, s, _, _, _, _ = norm.step(k, s, a)
-            raw, b, _, term, trunc, info = base.step(k, b, a)
-            return (s, b), (raw, info["final_observation"], term | trunc)
-
-        (s, _), ys = jax.lax.scan(body, (s, b), jnp.arange(steps))
-        return s, raw0, ys
-
-    state, raw0, (raw, raw_final, done) = run(jax.random.key(0))
-    batched = [np.asarray(raw0)[None]] + [np.asarray(x)[:, None] for x in (raw, raw_final, done)]
-    raws = emitted_raw_obs(*batched)[0]
-    assert len(raws) == steps + 1 + 2  # truncation at steps 20 and 40 adds two reset obs
-    assert float(state.stats.count) == len(raws)
-    np.testing.assert_allclose(state.stats.mean, raws.mean(0), rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(state.stats.var, raws.var(0), rtol=1e-3, atol=1e-6)
-
-
 # ---------------------------------------------------------------------------- registry
 
 
@@ -328,9 +249,8 @@ def test_register_own_env_with_params_and_wrappers():
         assert "Counter-test" in envs.names()
         with pytest.raises(ValueError, match="valid: length"):
             envs.make("Counter-test", size=3)
-        env = envs.make("Counter-test", length=4, normalize_obs=True)
+        env = envs.make("Counter-test", length=4)
         assert isinstance(env, envs.EpisodeStatistics)
-        assert isinstance(env.env, envs.NormalizeObservation)
         assert env.spec.max_episode_steps == 4
         _, state = env.reset(jax.random.key(0))
         lengths = []
@@ -351,7 +271,7 @@ def test_register_own_env_with_params_and_wrappers():
 
 
 def test_same_key_same_rollout():
-    env = cached_make("CartPole-v1")  # shares its compiled rollout with the stats test
+    env = cached_make("CartPole-v1")  # compiled once for all three
     a = rollout(env, jax.random.key(11), 6, 600)
     b = rollout(env, jax.random.key(11), 6, 600)
     c = rollout(env, jax.random.key(12), 6, 600)

@@ -325,14 +325,13 @@ def test_perfect_agent_never_loses_to_random_opponent():
 
 
 def test_registry_entry_spec_and_forwarding():
-    env = envs.make("TicTacToe-v0", normalize_obs=True)
+    env = envs.make("TicTacToe-v0")
     assert isinstance(env, envs.EpisodeStatistics) and isinstance(env.unwrapped, TicTacToe)
-    assert isinstance(env.env, envs.NormalizeObservation)
     assert env.spec == EnvSpec("TicTacToe-v0", (27,), "float32", Discrete(9), 9, num_players=2)
     assert hasattr(env, "legal_actions") and hasattr(env.env, "legal_actions")
     board = jnp.zeros(9, jnp.int8).at[4].set(1)
     inner = TicTacToeState(board, jnp.int32(1), jnp.int32(0))
-    state = envs.EpisodeStatsState(envs.NormalizeObsState(inner, None), 0.0, 0)  # stats unused
+    state = envs.EpisodeStatsState(inner, 0.0, 0)
     np.testing.assert_array_equal(env.legal_actions(state), np.arange(9) != 4)
     assert envs.reward_threshold("TicTacToe-v0") == 0.0
     assert "TicTacToe-v0" in envs.names()
