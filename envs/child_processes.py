@@ -19,9 +19,9 @@ from typing import Iterator
 _GRACE_SECONDS = 5.0
 
 
-def child_pids() -> set[int]:
-    """Pids of this process's live children (read from /proc; multiprocessing's own list of
-    started children where there is no /proc)."""
+def child_pids(include_zombies: bool = True) -> set[int]:
+    """Pids of this process's children, exited but unreaped ones too unless told otherwise
+    (read from /proc; multiprocessing's own list of started children where there is none)."""
     proc = Path("/proc")
     if not proc.is_dir():
         return {p.pid for p in multiprocessing.active_children() if p.pid is not None}
@@ -35,12 +35,13 @@ def child_pids() -> set[int]:
             continue
         # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after it
         fields = stat[stat.rfind(")") + 2:].split()
-        if len(fields) > 1 and int(fields[1]) == me:
+        if len(fields) > 1 and int(fields[1]) == me and (include_zombies or fields[0] != "Z"):
             found.add(int(entry.name))
     return found
 
 
-def _resource_tracker_pid() -> int | None:
+def resource_tracker_pid() -> int | None:
+    """The pid of multiprocessing's resource tracker if this process started one."""
     from multiprocessing import resource_tracker
 
     return getattr(resource_tracker._resource_tracker, "_pid", None)
@@ -82,5 +83,5 @@ def ended_on_failure() -> Iterator[None]:
     try:
         yield
     except BaseException:
-        end_processes(child_pids() - before - {_resource_tracker_pid()})
+        end_processes(child_pids() - before - {resource_tracker_pid()})
         raise

@@ -24,6 +24,7 @@ import pytest
 
 import envs
 from agents import ppo
+from envs.child_processes import child_pids, resource_tracker_pid
 from jaxrl_sys import host_loop
 from jaxrl_sys.checkpoint import Checkpointer
 from jaxrl_sys.host_loop import HostFns, HostLoopConfig, HostLoopError
@@ -39,26 +40,10 @@ sys.path.insert(0, str(TESTS))  # workers import `host_envs` from here (spawn co
 from processes import marked_processes  # noqa: E402
 
 
-def _children() -> list[int]:
+def _children() -> set[int]:
     """Live (non-zombie) processes whose parent is this test process, other than the
     stdlib's resource tracker (one per process once `spawn` is used; it exits with us)."""
-    me, found = os.getpid(), []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[1]) == me and fields[0] != "Z":
-            try:
-                command = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if b"multiprocessing.resource_tracker" not in command:
-                found.append(int(entry.name))
-    return found
+    return child_pids(include_zombies=False) - {resource_tracker_pid()}
 
 
 def _ppo(env_name: str, **overrides):
@@ -282,9 +267,7 @@ def test_ctrl_c_while_workers_start_leaves_none_behind(monkeypatch):
     """Ctrl-C inside the vector env's constructor, just after a worker was spawned and before
     multiprocessing registered it (the window a Ctrl-C at start-up can hit): every worker
     started, registered or not, is ended. Here they would otherwise sleep for a minute."""
-    from multiprocessing import popen_spawn_posix, resource_tracker
-
-    from envs.child_processes import child_pids
+    from multiprocessing import popen_spawn_posix
 
     launch = popen_spawn_posix.Popen._launch
     launched = []
@@ -303,8 +286,7 @@ def test_ctrl_c_while_workers_start_leaves_none_behind(monkeypatch):
         env.make_vector(3, "spawn")
     assert time.monotonic() - started < 15
     assert len(launched) == 2
-    tracker = getattr(resource_tracker._resource_tracker, "_pid", None)
-    assert not child_pids() - before - {tracker}
+    assert not child_pids() - before - {resource_tracker_pid()}
 
 
 @pytest.mark.parametrize("argv, message", [
