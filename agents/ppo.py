@@ -105,9 +105,10 @@ _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     # host loop: one worker process per env, so fewer envs. Value clipping kept (scaled
     # rewards without clipping: only 2 of 16 seeds reached 475). Rewards scaled by 0.1 and
     # an entropy bonus of 0.01 (unscaled, 2 of 16 ended below 451; without the bonus, 1).
-    # Greedy over 16 seeds x native/AVX/SSE4_2: 48/48 reach 475, 1 collapses late (SSE4_2
-    # seed 3: 500 -> 369). Tried instead: 2 minibatches at lr 1e-3 (natively 15/16 reach,
-    # seed 3 collapses to 177, seed 9 never learns): worse (issue 12).
+    # Greedy over 16 seeds x native/AVX/SSE4_2: 48/48 reach 475 and end at 500, since
+    # `host_fns` takes both values of a step from the learner's parameters (before, 1
+    # collapsed late under SSE4_2: 500 -> 369). Tried instead: 2 minibatches at lr 1e-3
+    # (natively 15/16 reach, one collapses to 177, one never learns): worse (issue 12).
     "gymnasium:CartPole-v1": dict(num_envs=8, update_epochs=4, clip_value=True,
                                   reward_scale=0.1, ent_coef=0.01),
     "MountainCarContinuous-v0": dict(
