@@ -253,8 +253,9 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
                 "truncated": result.truncated, "next_obs": result.info["final_observation"],
             }
             add = replay.add_prioritized if config.prioritized else replay.add
+            seen = None if state.obs_stats is None else vstate.obs  # no stacking when unused
             return (next_vstate, add(buffer, transition)), (episode_metrics(result.info, None),
-                                                            vstate.obs)
+                                                            seen)
 
         (vstate, buffer), (episodes, seen) = jax.lax.scan(
             one_step, (env_state.envs, env_state.replay), jnp.arange(config.rollout_steps)
