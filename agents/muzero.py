@@ -75,6 +75,11 @@ class Config(RolloutBudget):
     # "learned": MuZero's dynamics network; "env": AlphaZero, the search steps the real
     # pure-JAX env (its state is the tree's embedding)
     model: str = "learned"
+    # learned model only: heads that predict the legal moves of a latent state and whether a
+    # move ends the episode, trained on the stored masks and terminations; inside the tree
+    # predicted-illegal moves get no prior and predicted ends are absorbing (as with model=env)
+    rule_heads: bool = False
+    rule_loss_weight: float = 1.0
     num_simulations: int = 16
     max_considered_actions: int = 16  # gumbel only
     # gumbel only: 0 rescales each node's Q-values by their min and max (mctx's default);
@@ -106,6 +111,11 @@ class Config(RolloutBudget):
         return self.num_envs
 
     @property
+    def learns_rules(self) -> bool:
+        """Whether the learned model has rule heads (the env model knows the rules)."""
+        return self.rule_heads and self.model == "learned"
+
+    @property
     def sequence_length(self) -> int:
         """Stored steps read per sample: K unroll steps plus n steps of the last target."""
         return self.unroll_steps + self.n_step
@@ -123,7 +133,7 @@ class Config(RolloutBudget):
             raise ConfigError(f"buffer_size={self.buffer_size} must hold at least "
                               f"unroll_steps + n_step steps of every env")
         check_positive(self, "learning_rate", "max_grad_norm", "value_max", "reward_max",
-                       "dirichlet_alpha", "value_loss_weight")
+                       "dirichlet_alpha", "value_loss_weight", "rule_loss_weight")
         check_unit_interval(self, "gamma", "final_lr_fraction", "dynamics_grad_scale",
                             "dirichlet_fraction", "priority_alpha", "priority_beta_start",
                             "reanalyse_fraction")
@@ -147,13 +157,15 @@ _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     # two actions: min-max rescaled Q would always be 0 and 1 (a ~6.6-logit policy target
     # whatever the value gap), which made greedy returns fall back after reaching 475
     "CartPole-v1": dict(q_range=10.0),
-    # the model must learn the rules (rewards of winning moves): many updates per env step.
-    # Four random opening plies show self-play the lines a perfect opponent may choose
-    # (without them AlphaZero mode lost 6-14 of 100 games as second player at 60k-120k steps)
+    # the model must learn the rules (rewards of winning moves, legal moves, game ends: rule
+    # heads): many updates per env step. Four random opening plies show self-play the lines
+    # a perfect opponent may choose (without them AlphaZero mode lost 6-14 of 100 games as
+    # second player at 60k-120k steps)
     "TicTacToe-v0": dict(
         total_steps=200_000, num_envs=64, updates_per_iteration=8, gamma=1.0, n_step=9,
         value_max=1.0, reward_max=1.0, support_bins=21, num_simulations=32,
         learning_starts=2_000, temperatures=(1.0,), temperature_milestones=(), opening_plies=4,
+        rule_heads=True,
     ),
 }
 
@@ -162,7 +174,7 @@ _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
 # connect four; longer games bootstrap from the target network). An MLP on the flattened
 # board: the conv torso made connect four's self-play ~10x slower on a CPU.
 _BOARD_GAME_DEFAULTS: dict[str, Any] = dict(
-    torso="mlp", hidden=(128, 128),
+    torso="mlp", hidden=(128, 128), rule_heads=True,
     total_steps=1_000_000, num_envs=64, updates_per_iteration=2, gamma=1.0, n_step=42,
     value_max=1.0, reward_max=1.0, support_bins=21, num_simulations=32, learning_starts=5_000,
     buffer_size=200_000, temperatures=(1.0,), temperature_milestones=(),
@@ -216,10 +228,16 @@ class ConvTorso(nn.Module):
         return x.reshape(x.shape[0], -1)
 
 
-class MuZeroNetwork(nn.Module):
-    """Representation h(o) -> s, dynamics g(s, a) -> (s', r), prediction f(s) -> (pi, v).
+RULE_LOGIT_CERTAIN = 30.0  # logit of "legal" / "does not end" when no rule head predicts it
 
-    Rewards and values come out as logits over their categorical supports.
+
+class MuZeroNetwork(nn.Module):
+    """Representation h(o) -> s, dynamics g(s, a) -> (s', r, end), prediction
+    f(s) -> (pi, v, legal).
+
+    Rewards and values come out as logits over their categorical supports. With
+    `rule_heads`, `end` is the logit that the move ends the episode and `legal` the logits
+    that each move is legal; without, they are constants (never ends, all legal).
     """
 
     num_actions: int
@@ -231,6 +249,7 @@ class MuZeroNetwork(nn.Module):
     res_blocks: int
     value_bins: int
     reward_bins: int
+    rule_heads: bool = False
 
     def setup(self) -> None:
         if self.conv:
@@ -244,24 +263,33 @@ class MuZeroNetwork(nn.Module):
         self.prediction_mlp = MLP(self.hidden, self.activation)
         self.policy_head = Head(self.num_actions, 0.01)
         self.value_head = Head(self.value_bins, 0.01)
+        if self.rule_heads:
+            self.end_head = Head(1, 0.01)
+            self.legal_head = Head(self.num_actions, 0.01)
 
     def represent(self, obs: jax.Array) -> jax.Array:
         return normalize_latent(self.to_latent(self.torso(obs)))
 
-    def dynamics(self, latent: jax.Array, action: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def dynamics(self, latent: jax.Array, action: jax.Array
+                 ) -> tuple[jax.Array, jax.Array, jax.Array]:
         x = jnp.concatenate([latent, jax.nn.one_hot(action, self.num_actions)], axis=-1)
         x = self.dynamics_mlp(x)
-        return normalize_latent(self.next_latent(x)), self.reward_head(x)
+        end_logit = (self.end_head(x)[:, 0] if self.rule_heads
+                     else jnp.full(x.shape[:1], -RULE_LOGIT_CERTAIN))
+        return normalize_latent(self.next_latent(x)), self.reward_head(x), end_logit
 
-    def predict(self, latent: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def predict(self, latent: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
         x = self.prediction_mlp(latent)
-        return self.policy_head(x), self.value_head(x)
+        policy_logits = self.policy_head(x)
+        legal_logits = (self.legal_head(x) if self.rule_heads
+                        else jnp.full_like(policy_logits, RULE_LOGIT_CERTAIN))
+        return policy_logits, self.value_head(x), legal_logits
 
     def __call__(self, obs: jax.Array, action: jax.Array):
         """Touches every sub-network (for `init`)."""
         latent = self.represent(obs)
-        next_latent, reward = self.dynamics(latent, action)
-        return self.predict(next_latent), reward
+        next_latent, reward, end = self.dynamics(latent, action)
+        return self.predict(next_latent), reward, end
 
 
 # ------------------------------------------------------------------------------- state
@@ -281,15 +309,16 @@ class EnvState:
 
 
 @struct.dataclass
-class EnvNode:
-    """A node of a search over the real env (`model="env"`): its state and whether an
+class TreeNode:
+    """A node of a search that knows where episodes end: the real env's state
+    (`model="env"`) or a latent state (learned model with rule heads), and whether an
     episode ended on the way from the root (terminal states are absorbing in the tree)."""
 
     state: PyTree
     ended: jax.Array  # bool [B]
 
 
-NO_PRIOR = -1e9  # prior logit of an illegal move inside the env-model tree
+NO_PRIOR = -1e9  # prior logit of an illegal move inside the tree
 
 
 @struct.dataclass
@@ -299,6 +328,17 @@ class Batch(replay.SequenceBatch):
 
     policy: jax.Array
     legal: jax.Array
+
+
+class Unroll(NamedTuple):
+    """The learned model's logits along sampled sequences: policy [B, K+1, A], value
+    [B, K+1, bins], reward [B, K, bins], legal moves [B, K+1, A], episode end [B, K]."""
+
+    policy: jax.Array
+    value: jax.Array
+    reward: jax.Array
+    legal: jax.Array
+    end: jax.Array
 
 
 class SearchOutput(NamedTuple):
@@ -315,6 +355,8 @@ class Agent(BoundAgent):
 
     network: MuZeroNetwork
     search: Callable[..., SearchOutput]
+    # the tree's model step (mctx's recurrent_fn): learned, learned with rules, or the env
+    recurrent_fn: Callable[..., tuple[mctx.RecurrentFnOutput, Any]]
 
 
 def supports(config: Config) -> tuple[Support, Support]:
@@ -337,6 +379,7 @@ def build_network(spec: EnvSpec, config: Config) -> MuZeroNetwork:
         hidden=tuple(config.hidden), activation=config.activation, conv=conv,
         conv_channels=config.conv_channels, res_blocks=config.res_blocks,
         value_bins=config.support_bins, reward_bins=config.support_bins,
+        rule_heads=config.learns_rules,
     )
 
 
@@ -436,24 +479,38 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
     step_discount = -config.gamma if two_player else config.gamma
     capacity = config.buffer_size // config.num_envs  # per env
     K = config.unroll_steps
+    # each unroll step after the first weighs 1/K in the loss
+    step_scale = np.concatenate([np.ones(1), np.full(K, 1.0 / K)]).astype(np.float32)
 
     def represent_predict(params, obs):
         latent = network.apply(params, obs, method=MuZeroNetwork.represent)
-        policy_logits, value_logits = network.apply(params, latent, method=MuZeroNetwork.predict)
+        policy_logits, value_logits, _ = network.apply(params, latent,
+                                                       method=MuZeroNetwork.predict)
         return latent, policy_logits, value_logits
 
     def predict_scalar(params, latent):
-        """Prior logits and scalar value of latent states."""
-        policy_logits, value_logits = network.apply(params, latent, method=MuZeroNetwork.predict)
-        return policy_logits, logits_to_scalar(value_logits, value_support)
+        """Prior logits, scalar value and legal-move logits of latent states."""
+        policy_logits, value_logits, legal_logits = network.apply(
+            params, latent, method=MuZeroNetwork.predict)
+        return policy_logits, logits_to_scalar(value_logits, value_support), legal_logits
+
+    def absorbing_output(node_ended, ended, reward, policy_logits, value, legal):
+        """The tree's view of one step that knows the rules: below a terminal state every
+        step gives reward 0, value 0 and discount 0; illegal moves get no prior."""
+        return mctx.RecurrentFnOutput(
+            reward=jnp.where(node_ended, 0.0, reward),
+            discount=jnp.where(ended, 0.0, step_discount),
+            prior_logits=jnp.where(legal, policy_logits, NO_PRIOR),
+            value=jnp.where(ended, 0.0, value),
+        )
 
     def learned_recurrent_fn(params, key, action, latent):
         """One step of the learned model: dynamics, then prediction."""
         del key
-        next_latent, reward_logits = network.apply(
+        next_latent, reward_logits, _ = network.apply(
             params, latent, action, method=MuZeroNetwork.dynamics
         )
-        policy_logits, value = predict_scalar(params, next_latent)
+        policy_logits, value, _ = predict_scalar(params, next_latent)
         output = mctx.RecurrentFnOutput(
             reward=logits_to_scalar(reward_logits, reward_support),
             discount=jnp.full(action.shape, step_discount, jnp.float32),
@@ -462,25 +519,39 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         )
         return output, next_latent
 
-    def env_recurrent_fn(params, key, action, node: EnvNode):
+    def ruled_recurrent_fn(params, key, action, node: TreeNode):
+        """One step of the learned model with rule heads: moves it predicts to end the
+        episode are absorbing and moves it predicts illegal get no prior, as with the env."""
+        del key
+        next_latent, reward_logits, end_logit = network.apply(
+            params, node.state, action, method=MuZeroNetwork.dynamics
+        )
+        policy_logits, value, legal_logits = predict_scalar(params, next_latent)
+        ended = node.ended | (end_logit > 0)
+        reward = logits_to_scalar(reward_logits, reward_support)
+        output = absorbing_output(node.ended, ended, reward, policy_logits, value,
+                                  legal_logits > 0)
+        return output, TreeNode(next_latent, ended)
+
+    def env_recurrent_fn(params, key, action, node: TreeNode):
         """One step of the real env (AlphaZero): the network only predicts prior and value.
 
-        Below a terminal state every step gives reward 0, value 0 and discount 0, so the
-        env's auto-reset inside the tree changes nothing. Illegal moves get no prior.
+        Terminal states are absorbing, so the env's auto-reset inside the tree changes
+        nothing.
         """
         keys = jax.random.split(key, action.shape[0])
         obs, state, reward, terminated, _, _ = jax.vmap(env.step)(keys, node.state, action)
         ended = node.ended | terminated
         latent = network.apply(params, obs, method=MuZeroNetwork.represent)
-        policy_logits, value = predict_scalar(params, latent)
-        legal = legal_actions(env, state)
-        output = mctx.RecurrentFnOutput(
-            reward=jnp.where(node.ended, 0.0, reward),
-            discount=jnp.where(ended, 0.0, step_discount),
-            prior_logits=jnp.where(legal, policy_logits, NO_PRIOR),
-            value=jnp.where(ended, 0.0, value),
-        )
-        return output, EnvNode(state, ended)
+        policy_logits, value, _ = predict_scalar(params, latent)
+        output = absorbing_output(node.ended, ended, reward, policy_logits, value,
+                                  legal_actions(env, state))
+        return output, TreeNode(state, ended)
+
+    if config.model == "env":
+        recurrent_fn = env_recurrent_fn
+    else:
+        recurrent_fn = ruled_recurrent_fn if config.learns_rules else learned_recurrent_fn
 
     gumbel_qtransform = (
         functools.partial(mctx.qtransform_completed_by_mix_value, rescale_values=False,
@@ -497,14 +568,16 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         The env model (`model="env"`) searches from `env_state`, the envs' states [B, ...].
         """
         latent = network.apply(params, obs, method=MuZeroNetwork.represent)
-        policy_logits, value = predict_scalar(params, latent)
+        policy_logits, value, _ = predict_scalar(params, latent)
+        not_ended = jnp.zeros(obs.shape[0], bool)
         if config.model == "env":
             if env_state is None:
                 raise ValueError("model='env' searches from env states: pass env_state")
-            embedding = EnvNode(env_state, jnp.zeros(obs.shape[0], bool))
-            recurrent_fn = env_recurrent_fn
+            embedding = TreeNode(env_state, not_ended)
+        elif config.learns_rules:
+            embedding = TreeNode(latent, not_ended)
         else:
-            embedding, recurrent_fn = latent, learned_recurrent_fn
+            embedding = latent
         root = mctx.RootFnOutput(prior_logits=policy_logits, value=value, embedding=embedding)
         invalid = ~legal
         if config.search == "gumbel":
@@ -577,28 +650,40 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         fresh = fresh.reshape(rows.shape[0], K + 1, num_actions)
         return batch.policy.at[rows, : K + 1].set(fresh)
 
-    def unroll_model(params, batch: Batch):
-        """Logits of policy and value [B, K+1, .] and reward [B, K, bins]: step 0 from the
+    def unroll_model(params, batch: Batch) -> Unroll:
+        """The model's predictions along each sampled sequence: step 0 from the
         representation of the first observation, steps 1..K from the learned dynamics."""
-        latent, policy_logits, value_logits = represent_predict(params, batch.obs[:, 0])
+        latent = network.apply(params, batch.obs[:, 0], method=MuZeroNetwork.represent)
+        first = network.apply(params, latent, method=MuZeroNetwork.predict)
 
         def unroll(latent, action):
-            latent, reward_logits = network.apply(
+            latent, reward_logits, end_logit = network.apply(
                 params, latent, action, method=MuZeroNetwork.dynamics
             )
             latent = scale_gradient(latent, config.dynamics_grad_scale)
-            policy_logits, value_logits = network.apply(
-                params, latent, method=MuZeroNetwork.predict
-            )
-            return latent, (reward_logits, policy_logits, value_logits)
+            later = network.apply(params, latent, method=MuZeroNetwork.predict)
+            return latent, (reward_logits, end_logit, later)
 
-        _, (reward_logits, later_policy, later_value) = jax.lax.scan(
+        _, (reward_logits, end_logits, later) = jax.lax.scan(
             unroll, latent, batch.action[:, :K].T
         )
-        # [B, K+1, bins]: step 0 from the representation, steps 1..K from the dynamics
-        policy_all = jnp.concatenate([policy_logits[:, None], later_policy.swapaxes(0, 1)], 1)
-        value_all = jnp.concatenate([value_logits[:, None], later_value.swapaxes(0, 1)], 1)
-        return policy_all, value_all, reward_logits.swapaxes(0, 1)
+        # [B, K+1, .]: step 0 from the representation, steps 1..K from the dynamics
+        policy_all, value_all, legal_all = (
+            jnp.concatenate([at_0[:, None], at_k.swapaxes(0, 1)], 1)
+            for at_0, at_k in zip(first, later)
+        )
+        return Unroll(policy_all, value_all, reward_logits.swapaxes(0, 1), legal_all,
+                      end_logits.swapaxes(0, 1))
+
+    def rules_loss(unrolled: Unroll, batch: Batch, alive: jax.Array) -> jax.Array:
+        """Per-row cross-entropy of the rule heads [B]: legal moves at the real states
+        0..K (mean over moves) and whether each of the moves 0..K-1 ended the episode."""
+        legal_ce = optax.sigmoid_binary_cross_entropy(
+            unrolled.legal, batch.legal[:, : K + 1].astype(jnp.float32)).mean(-1)
+        end_ce = optax.sigmoid_binary_cross_entropy(
+            unrolled.end, batch.terminated[:, :K].astype(jnp.float32))
+        return (jnp.sum(legal_ce * alive * step_scale, 1)
+                + jnp.sum(end_ce * alive[:, :K] * step_scale[1:], 1))
 
     def loss_fn(params, target_params, batch: Batch):
         alive, absorbing = unroll_masks(batch.terminated, batch.truncated, batch.valid, K)
@@ -607,6 +692,7 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         policy_targets = batch.policy[:, : K + 1]
         policy_mask = alive.astype(jnp.float32)
         reward_targets = jnp.where(alive[:, :K], batch.reward[:, :K], 0.0)
+        rule_loss = jnp.zeros(batch.obs.shape[0])
         if config.model == "env":
             # AlphaZero: no model to teach; predict at the stored real positions 0..K
             value_mask = policy_mask
@@ -620,17 +706,21 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         else:
             value_mask = (alive | absorbing).astype(jnp.float32)
             reward_mask = value_mask[:, :K]
-            policy_all, value_all, reward_logits = unroll_model(params, batch)
+            unrolled = unroll_model(params, batch)
+            policy_all, value_all = unrolled.policy, unrolled.value
+            reward_logits = unrolled.reward
+            if config.learns_rules:
+                rule_loss = rules_loss(unrolled, batch, policy_mask)
         value_ce = optax.softmax_cross_entropy(value_all, scalar_to_probs(z, value_support))
         reward_ce = optax.softmax_cross_entropy(
             reward_logits, scalar_to_probs(reward_targets, reward_support)
         )
         policy_ce = optax.softmax_cross_entropy(policy_all, policy_targets)
-        step_scale = jnp.concatenate([jnp.ones(1), jnp.full(K, 1.0 / K)])  # 1/K after step 0
         per_row = (
             config.value_loss_weight * jnp.sum(value_ce * value_mask * step_scale, 1)
             + jnp.sum(policy_ce * policy_mask * step_scale, 1)
             + jnp.sum(reward_ce * reward_mask * step_scale[1:], 1)
+            + config.rule_loss_weight * rule_loss
         )
         loss = jnp.mean(batch.weights * per_row)
         value_error = jnp.abs(logits_to_scalar(value_all[:, 0], value_support) - z[:, 0])
@@ -640,6 +730,8 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
             "reward_loss": jnp.mean(jnp.sum(reward_ce * reward_mask * step_scale[1:], 1)),
             "value_target_mean": jnp.mean(z[:, 0]),
         }
+        if config.learns_rules:
+            aux["rules_loss"] = jnp.mean(rule_loss)
         return loss, (value_error, aux)
 
     grad_fn = jax.grad(loss_fn, has_aux=True)
@@ -652,7 +744,8 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         new_state = gradient_step(state, grads, optimizer, axis_name=axis_name, tau=1.0,
                                   target_update_period=config.target_update_period)
         metrics = {**aux, "loss": sum(aux[k] for k in ("value_loss", "policy_loss",
-                                                       "reward_loss"))}
+                                                       "reward_loss", "rules_loss")
+                                      if k in aux)}
         return new_state, collectives.pmean(metrics, axis_name), value_error
 
     def sample(buffer: replay.PrioritizedState, key, batch_size: int, beta) -> tuple[Batch, Any]:
@@ -723,7 +816,7 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         return EnvState(vstate, ply, replay.init_prioritized(example, env_ids.shape[0], capacity))
 
     return Agent(config, spec, lambda key: init(key, spec, config), init_envs, act, update,
-                 train_step, network=network, search=search)
+                 train_step, network=network, search=search, recurrent_fn=recurrent_fn)
 
 
 def greedy_action(agent: Agent) -> Callable[..., jax.Array]:

@@ -47,10 +47,11 @@ def raw_env_steps_per_second(env_name: str, num_envs: int, steps: int, repeats: 
 
 def agent_steps_per_second(
     agent_name: str, env_name: str, num_envs: int | None, iters: int, repeats: int,
-    **overrides,
+    num_devices: int = 1, **overrides,
 ) -> float:
-    """Training throughput (env steps per second, acting and learning) on one device, one seed,
-    with the agent's default config for `env_name` (and `num_envs`, `overrides` if given)."""
+    """Training throughput (env steps per second, acting and learning) of one seed on
+    `num_devices` devices, with the agent's default config for `env_name` (and `num_envs`,
+    `overrides` if given); the global batch and env count do not depend on the devices."""
     import jax
     import numpy as np
 
@@ -64,7 +65,8 @@ def agent_steps_per_second(
         config = dataclasses.replace(config, num_envs=num_envs)
     config = dataclasses.replace(config, **overrides)
     agent = module.make(envs.make(env_name), config)
-    runner = place(*placement_fns(agent), num_envs=config.num_envs, iters_per_chunk=iters)
+    runner = place(*placement_fns(agent), num_envs=config.num_envs, iters_per_chunk=iters,
+                   num_devices=num_devices)
     carry = [runner.init(np.arange(1))]
     run_chunk = runner.run_chunk.lower(carry[0]).compile()
 
@@ -136,8 +138,9 @@ def search_simulations_per_second(
     return batch * simulations / seconds
 
 
-def muzero_table(repeats: int) -> list[str]:
-    """Search throughput at batch 256 x 32 simulations, and default-config self-play rates."""
+def muzero_table(repeats: int, devices: int) -> list[str]:
+    """Search throughput at batch 256 x 32 simulations, default-config self-play rates, and
+    CartPole self-play on 1 and on `devices` devices side by side (the same global batch)."""
     from agents import muzero
 
     rows = ["| what | env | setting | rate |", "|---|---|---|---:|"]
@@ -161,6 +164,16 @@ def muzero_table(repeats: int) -> list[str]:
                     f"{env_name} | default config, {config.num_envs} envs, "
                     f"{config.num_simulations} simulations | {rate:,.0f} env-steps/s |")
         print(rows[-1], file=sys.stderr, flush=True)
+    if devices > 1:
+        config = muzero.default_config("CartPole-v1")
+        iters = max(2, 8_192 // config.steps_per_iteration)
+        for n in (1, devices):
+            rate = agent_steps_per_second("muzero", "CartPole-v1", None, iters, repeats,
+                                          num_devices=n)
+            rows.append(f"| self-play + learning, {n} device{'s' if n > 1 else ''} | "
+                        f"CartPole-v1 | default config, {config.num_envs} envs and batch "
+                        f"{config.batch_size} in all | {rate:,.0f} env-steps/s |")
+            print(rows[-1], file=sys.stderr, flush=True)
     return rows
 
 
@@ -179,21 +192,30 @@ def main() -> int:
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("--sizes", default="4,64,1024", help="comma-separated env counts")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--devices", type=int, default=8,
+                        help="MuZero self-play is also timed on this many devices (virtual CPU "
+                             "devices where there is no accelerator); 1 skips it")
     parser.add_argument("--sections", default="ppo,agents,muzero,replay,host,checkpoint",
                         help="comma-separated: ppo, agents, muzero, replay, host, checkpoint")
     args = parser.parse_args()
     try:
         sizes = [int(s) for s in args.sizes.split(",")]
-        if min(sizes) < 1 or args.repeats < 1:
+        if min(sizes) < 1 or args.repeats < 1 or args.devices < 1:
             raise ValueError
     except ValueError:
-        print("error: --sizes must be positive integers and --repeats >= 1", file=sys.stderr)
+        print("error: --sizes must be positive integers, --repeats and --devices >= 1",
+              file=sys.stderr)
         return 2
 
-    from jaxrl_sys.devices import describe, set_safe_cpu_flags
+    from jaxrl_sys.devices import describe, request_devices
 
-    set_safe_cpu_flags()
+    request_devices(args.devices)
     import jax
+
+    if args.devices > len(jax.devices()):
+        print(f"error: --devices {args.devices}: only {len(jax.devices())} devices here",
+              file=sys.stderr)
+        return 2
 
     print(f"# jaxrl_sys bench: {describe()}, jax {jax.__version__}, "
           f"{time.strftime('%Y-%m-%d')}, median of {args.repeats}\n")
@@ -205,8 +227,8 @@ def main() -> int:
         print("## DQN and SAC, default configs, one device, one seed\n")
         print("\n".join(agents_table(args.repeats)) + "\n")
     if "muzero" in sections:
-        print("## MuZero, one device, one seed\n")
-        print("\n".join(muzero_table(args.repeats)) + "\n")
+        print("## MuZero, one seed (one device unless a row says otherwise)\n")
+        print("\n".join(muzero_table(args.repeats, args.devices)) + "\n")
     if "replay" in sections:
         print("## Replay add + sample, one device\n")
         print("\n".join(script_table("bench_replay.py")) + "\n")

@@ -138,6 +138,49 @@ def test_one_update_on_eight_devices_equals_one_device():
     assert max(jax.tree.leaves(moved)) > 1e-4
 
 
+def _force_rule_heads(params, end_bias: float, legal_bias):
+    """Parameters whose rule heads say, whatever the state: every move ends the episode
+    (end_bias > 0) or none does, and moves with legal_bias < 0 are illegal."""
+    inner = params["params"]
+    zero = lambda tree: jax.tree.map(jnp.zeros_like, tree)  # noqa: E731
+    end = {"Dense_0": {"kernel": zero(inner["end_head"]["Dense_0"]["kernel"]),
+                       "bias": jnp.full((1,), end_bias)}}
+    legal = {"Dense_0": {"kernel": zero(inner["legal_head"]["Dense_0"]["kernel"]),
+                         "bias": jnp.asarray(legal_bias, jnp.float32)}}
+    return {"params": {**inner, "end_head": end, "legal_head": legal}}
+
+
+def test_rule_heads_make_predicted_ends_absorbing_and_predicted_illegal_moves_unpriored():
+    env = envs.make("TicTacToe-v0")
+    config = dataclasses.replace(muzero.default_config("TicTacToe-v0"), rule_heads=True)
+    agent = muzero.make(env, config, axis_name=None)
+    params = agent.init(jax.random.PRNGKey(0)).params
+    obs = jax.random.bernoulli(jax.random.PRNGKey(1), 0.3, (5, *env.spec.obs_shape))
+    latent = agent.network.apply(params, obs.astype(jnp.float32),
+                                 method=muzero.MuZeroNetwork.represent)
+    root = muzero.TreeNode(latent, jnp.zeros(5, bool))
+    action = jnp.arange(5)
+    step = jax.jit(agent.recurrent_fn)
+    key = jax.random.PRNGKey(2)
+
+    ends = _force_rule_heads(params, 50.0, jnp.where(jnp.arange(9) < 4, -50.0, 50.0))
+    out, child = step(ends, key, action, root)
+    assert np.all(np.asarray(child.ended)) and np.all(np.asarray(out.discount) == 0)
+    assert np.all(np.asarray(out.value) == 0)
+    assert np.all(np.asarray(out.reward) != 0)  # the move that ends it keeps its reward
+    prior = np.asarray(out.prior_logits)
+    assert np.all(prior[:, :4] == muzero.NO_PRIOR) and np.all(prior[:, 4:] > -100)
+    below, grandchild = step(ends, key, action, child)  # below the end: nothing happens
+    assert np.all(np.asarray(below.reward) == 0) and np.all(np.asarray(below.value) == 0)
+    assert np.all(np.asarray(grandchild.ended))
+
+    goes_on = _force_rule_heads(params, -50.0, jnp.full(9, 50.0))
+    out, child = step(goes_on, key, action, root)
+    assert not np.any(np.asarray(child.ended))
+    np.testing.assert_array_equal(np.asarray(out.discount), -1.0)  # the opponent moves next
+    assert np.all(np.asarray(out.prior_logits) > -100)
+
+
 def test_image_observations_get_the_residual_conv_torso():
     env = envs.make("Breakout-MinAtar")
     config = dataclasses.replace(muzero.Config(), num_simulations=2, conv_channels=8,
@@ -159,7 +202,8 @@ def test_config_rejects_bad_values_in_one_line():
     for bad in (dict(search="alphazero"), dict(unroll_steps=0), dict(gamma=1.5),
                 dict(temperatures=(1.0,)), dict(reanalyse_fraction=2.0),
                 dict(buffer_size=10), dict(model="oracle"), dict(opening_plies=-1),
-                dict(q_range=-1.0), dict(model="env", reanalyse_fraction=0.5)):
+                dict(q_range=-1.0), dict(model="env", reanalyse_fraction=0.5),
+                dict(rule_loss_weight=0.0)):
         with pytest.raises(ConfigError) as error:
             dataclasses.replace(muzero.Config(), **bad).validate()
         assert "\n" not in str(error.value)
