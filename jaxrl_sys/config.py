@@ -284,6 +284,29 @@ def config_to_dict(config: Any) -> dict[str, Any]:
     return _jsonable(dataclasses.asdict(config))
 
 
+def _tupled(value: Any) -> Any:
+    """Recursively turn JSON lists back into tuples (configs hold tuples: hashable, frozen)."""
+    if isinstance(value, list):
+        return tuple(_tupled(v) for v in value)
+    return value
+
+
+def config_from_dict(base: T, saved: dict[str, Any]) -> T:
+    """`base` with the fields of a saved config (`config_to_dict`) put back.
+
+    A saved run keeps the config it was started with, whatever the defaults are today.
+    Fields that are no longer settable are ignored, old names are renamed, and fields
+    added since keep `base`'s value (the agent's class default: new features are off there).
+    """
+    fields = _settable_fields(base)
+    changes = {}
+    for key, value in saved.items():
+        key = key if key in fields else RENAMED_FIELDS.get(key, key)
+        if key in fields:
+            changes[key] = _tupled(value)
+    return dataclasses.replace(base, **changes)
+
+
 def check_at_least(config: Any, minimum: float, *names: str) -> None:
     """ConfigError naming the first field in `names` that is below `minimum`."""
     for name in names:

@@ -15,7 +15,9 @@ from typing import Any, Callable, Optional, Protocol, Union
 
 from jaxrl_sys.checkpoint import CheckpointError
 from jaxrl_sys.cli import UsageError
-from jaxrl_sys.config import apply_overrides, config_to_dict, split_env_overrides
+from jaxrl_sys.config import (
+    apply_overrides, config_from_dict, config_to_dict, split_env_overrides,
+)
 
 RUN_FILE = "run.json"
 LEGACY_ARGS_FILE = "args.json"  # runs saved before run.json: train.py's flags
@@ -128,8 +130,11 @@ class ResolvedRun:
 
 
 def resolve(spec: RunSpec, load_agent: Callable[[str], Any],
-            registry: EnvRegistry) -> ResolvedRun:
+            registry: EnvRegistry, saved_run: Optional[Union[str, Path]] = None) -> ResolvedRun:
     """Check `spec` completely (counts, agent, env, config, placement); touches no device.
+
+    `saved_run`: the run directory `spec` was loaded from; its run.json's config is used as
+    saved, so that a saved run stays the run it was when the shipped defaults change.
 
     Raises UsageError, ConfigError, PlacementError or the loader's and registry's own errors,
     each one line.
@@ -140,10 +145,14 @@ def resolve(spec: RunSpec, load_agent: Callable[[str], Any],
     module = load_agent(spec.agent)
     env_name = spec.env or module.DEFAULT_ENV
     config = module.default_config(env_name)
-    if spec.total_steps is not None:
-        config = dataclasses.replace(config, total_steps=spec.total_steps)
     agent_pairs, env_kwargs = split_env_overrides(list(spec.overrides))
-    config = apply_overrides(config, agent_pairs)
+    saved_config = read_run_record(saved_run).get("config") if saved_run is not None else None
+    if isinstance(saved_config, dict):
+        config = config_from_dict(type(config)(), saved_config)
+    else:
+        if spec.total_steps is not None:
+            config = dataclasses.replace(config, total_steps=spec.total_steps)
+        config = apply_overrides(config, agent_pairs)
     config.validate()
     host = registry.is_host_env(env_name)
     if spec.eval_episodes is not None:

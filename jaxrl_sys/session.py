@@ -192,7 +192,7 @@ def run(spec: RunSpec, load_agent: Callable[[str], Any], registry: EnvRegistry, 
     from jaxrl_sys.loops import make_loop
     from jaxrl_sys.metrics import make_run_dir
 
-    resolved = resolve(spec, load_agent, registry)
+    resolved = resolve(spec, load_agent, registry, saved_run=resume)
     multi = group is not None and group.multi
     if multi:
         if resolved.host:
@@ -272,7 +272,7 @@ def open_run(run_dir: Union[str, Path], load_agent: Callable[[str], Any],
     from jaxrl_sys.loops import make_loop
     from jaxrl_sys.run_spec import load_spec
 
-    resolved = resolve(load_spec(run_dir), load_agent, registry)
+    resolved = resolve(load_spec(run_dir), load_agent, registry, saved_run=run_dir)
     if set_up_devices:
         request_devices(resolved.spec.devices)
         enable_compile_cache()

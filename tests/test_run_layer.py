@@ -68,6 +68,25 @@ def test_run_json_round_trips_and_old_args_json_still_loads(tmp_path):
     assert not loaded.progress and not loaded.save_replay
 
 
+def test_a_saved_run_keeps_its_config_when_the_shipped_defaults_change(tmp_path):
+    spec = RunSpec(agent="muzero", env="TicTacToe-v0", overrides=("learning_rate=1e-3",),
+                   total_steps=5000, progress=False)
+    save_run_file(tmp_path, resolve(spec, agents.load, envs))
+    record = json.loads((tmp_path / "run.json").read_text())
+    # as saved by an older version: other defaults then, a field renamed, one added since
+    record["config"].update(hidden=[32, 32], support_bins=11)
+    record["config"]["discount"] = record["config"].pop("gamma")
+    del record["config"]["rule_heads"]
+    (tmp_path / "run.json").write_text(json.dumps(record))
+
+    config = resolve(load_spec(tmp_path), agents.load, envs, saved_run=tmp_path).config
+    assert (config.hidden, config.support_bins, config.learning_rate) == ((32, 32), 11, 1e-3)
+    assert config.total_steps == 5000 and config.gamma == 1.0
+    assert config.rule_heads is False  # added since: the class default, not today's preset
+    fresh = resolve(load_spec(tmp_path), agents.load, envs).config  # a new run: today's
+    assert fresh.hidden != (32, 32) and fresh.rule_heads is True
+
+
 def test_a_directory_that_is_not_a_run_is_one_line(tmp_path):
     with pytest.raises(CheckpointError, match="is not a resumable run"):
         load_spec(tmp_path)
