@@ -230,7 +230,8 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
 
     def sample(buffer, key, batch_size: int, beta: jax.Array) -> tuple[Batch, Any]:
         if config.prioritized:
-            _, index, weights = replay.sample_prioritized(buffer, key, batch_size, beta)
+            _, index, weights = replay.sample_prioritized(buffer, key, batch_size, beta,
+                                                          axis_name)
             data, valid = replay.gather_sequences(buffer.replay, index, config.n_step)
         else:
             data, valid, index = replay.sample_sequences(buffer, key, batch_size, config.n_step)

@@ -37,6 +37,12 @@ def psum(tree: PyTree, axis_name: Optional[str]) -> PyTree:
     return tree if axis is None else jax.lax.psum(tree, axis)
 
 
+def pmax(tree: PyTree, axis_name: Optional[str]) -> PyTree:
+    """Maximum over the device axis (identity outside it)."""
+    axis = bound(axis_name)
+    return tree if axis is None else jax.lax.pmax(tree, axis)
+
+
 def axis_index(axis_name: Optional[str]) -> jax.Array | int:
     """This device's index on the axis (0 outside it)."""
     axis = bound(axis_name)

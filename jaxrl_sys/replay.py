@@ -14,11 +14,13 @@ then its tree is descended, which is exactly proportional sampling over all item
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 
+from jaxrl_sys import collectives
 from jaxrl_sys.types import PyTree
 
 
@@ -218,13 +220,16 @@ def _descend(
 
 
 def sample_prioritized(
-    state: PrioritizedState, key: jax.Array, batch_size: int, beta: float
+    state: PrioritizedState, key: jax.Array, batch_size: int, beta: float,
+    axis_name: Optional[str] = None,
 ) -> tuple[PyTree, Index, jax.Array]:
     """A stratified proportional batch, its index, and importance weights (batch max = 1).
 
     The total mass is cut into batch_size equal segments with one uniform draw in each; an
     item's weight is (N * P(i)) ** -beta / max over the batch, N the number of filled items.
-    The buffer must hold at least one item with positive priority.
+    The buffer must hold at least one item with positive priority. Sharded over the device
+    axis `axis_name` (each device samples its share of the batch from its own shard), the
+    max is the whole batch's, so the weights are those of one device sampling it all.
     """
     totals = state.tree[:, 1]
     ends = jnp.cumsum(totals)
@@ -238,7 +243,7 @@ def sample_prioritized(
     probs = leaf / grand
     filled = jnp.sum(state.replay.size).astype(jnp.float32)
     weights = (filled * probs) ** -beta
-    weights = weights / jnp.max(weights)
+    weights = weights / collectives.pmax(jnp.max(weights), axis_name)
     index = Index(env=env, time=time)
     return _gather(state.replay, env, time), index, weights
 

@@ -372,3 +372,35 @@ def test_shard_map_each_device_uses_only_its_rows():
         got_samples = jax.tree.map(lambda x: x[d * batch:(d + 1) * batch], samples)
         assert_trees_equal(got_states, local[:2])
         assert_trees_equal(got_samples, local[2])
+
+
+def test_sharded_prioritized_weights_share_the_whole_batchs_maximum():
+    """Each device samples its share of the batch from its own rows, and the importance
+    weights are divided by the maximum over every device's samples, as when one device draws
+    the whole batch (a per-device maximum would scale each device's gradient its own way)."""
+    devices, num_envs, rows, batch = 2, 2 * LOCAL_ENVS, 5, 16
+    state, _ = filled(num_envs, LOCAL_CAPACITY, rows, seed=0, prioritized=True)
+    env = jnp.repeat(jnp.arange(num_envs), rows).astype(jnp.int32)
+    time = jnp.tile(jnp.arange(rows), num_envs).astype(jnp.int32)
+    # device 0's items all alike, device 1's spread 1:10: their batches' maxima differ
+    priorities = jnp.where(env >= LOCAL_ENVS, 1.0 + 9.0 * (jnp.arange(env.size) % 2), 1.0)
+    state = update_priorities(state, replay.Index(env=env, time=time), priorities, 1.0)
+    key = jax.random.PRNGKey(3)
+
+    def body(shard, k):
+        k = jax.random.fold_in(k, jax.lax.axis_index(DEVICE_AXIS))
+        return replay.sample_prioritized(shard, k, batch // devices, 0.4, DEVICE_AXIS)[2]
+
+    weights = np.asarray(jax.jit(jax.shard_map(
+        body, mesh=make_mesh(devices), in_specs=(P(DEVICE_AXIS), P()),
+        out_specs=P(DEVICE_AXIS), check_vma=False))(state, key))
+    assert weights.max() == pytest.approx(1.0)
+    scales = []
+    for d in range(devices):
+        shard = jax.tree.map(lambda x: x[d * LOCAL_ENVS:(d + 1) * LOCAL_ENVS], state)
+        local = np.asarray(sample_prioritized(shard, jax.random.fold_in(key, d),
+                                              batch // devices, 0.4)[2])  # its own max = 1
+        share = weights[d * batch // devices:(d + 1) * batch // devices]
+        np.testing.assert_allclose(share / local, (share / local)[0], rtol=1e-5)
+        scales.append((share / local)[0])
+    assert max(scales) == pytest.approx(1.0) and min(scales) < 0.9, scales
