@@ -130,7 +130,7 @@ def test_one_update_on_eight_devices_equals_one_device():
         return jax.device_get(jax.jit(mapped)(state, batch))
 
     (state_1, metrics_1), (state_8, metrics_8) = run(1), run(8)
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5),
                  state_8.params, state_1.params)
     np.testing.assert_allclose(metrics_8["loss"], metrics_1["loss"], rtol=1e-5)
     initial = muzero.make(env, config).init(jax.random.PRNGKey(1)).params
