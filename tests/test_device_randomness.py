@@ -46,6 +46,7 @@ def muzero_agent(temperature: float):
         muzero.default_config("CartPole-v1"), num_envs=DEVICES * LOCAL_ENVS, batch_size=8,
         num_simulations=4, learning_starts=6 * DEVICES * LOCAL_ENVS, buffer_size=512,
         temperatures=(temperature,), temperature_milestones=(),
+        priority_alpha=0.5,  # sampled positions show in the sum-trees (uniform at alpha 0)
     )
     return muzero.make(envs.make("CartPole-v1"), config)
 
