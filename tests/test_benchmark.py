@@ -1,0 +1,104 @@
+"""scripts/benchmark.py and jaxrl_sys/benchmark.py: references, planning, bad input, saved
+rows kept, and the quick classic suite learning on two envs."""
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import agents
+import envs
+from jaxrl_sys import benchmark as bm
+
+_path = Path(__file__).resolve().parent.parent / "scripts" / "benchmark.py"
+_spec = importlib.util.spec_from_file_location("benchmark_script", _path)
+benchmark_script = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = benchmark_script
+_spec.loader.exec_module(benchmark_script)
+
+
+def test_every_reference_names_its_source_and_every_suite_env_exists():
+    references = bm.load_references()
+    assert {"Breakout-MinAtar", "Acrobot-v1", "Catch-bsuite"} <= set(references)
+    for ref in references.values():
+        assert ref.source and math.isfinite(ref.value)
+    for names in bm.SUITES.values():
+        for name in names:
+            envs.make(name)
+
+
+def test_ratio_to_reference_is_one_at_the_reference_and_above_one_when_better():
+    assert bm.ratio_to_reference(28.0, 28.0) == 1.0
+    assert bm.ratio_to_reference(56.0, 28.0) == 2.0
+    assert bm.ratio_to_reference(-160.0, -80.0) == 0.5  # negative returns: worse is below 1
+    assert bm.ratio_to_reference(-40.0, -80.0) == 2.0
+    assert math.isnan(bm.ratio_to_reference(5.0, -80.0))
+
+
+def test_plan_leaves_out_pairs_the_agent_refuses_and_quick_caps_the_budget():
+    entries, skipped = bm.plan("classic", ["dqn", "sac"], agents.load, envs, quick=True)
+    pairs = {(e.agent, e.env) for e in entries}
+    assert ("dqn", "CartPole-v1") in pairs and ("sac", "Pendulum-v1") in pairs
+    assert ("dqn", "Pendulum-v1") not in pairs and ("sac", "CartPole-v1") not in pairs
+    assert any(line.startswith("dqn on Pendulum-v1") for line in skipped)
+    assert all(e.total_steps <= bm.QUICK_STEPS for e in entries)
+    full, _ = bm.plan("minatar", ["ppo"], agents.load, envs)
+    assert {e.total_steps for e in full} == {10_000_000}  # gymnax-blines' budget
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--suite", "atari"], "unknown suite"),
+    (["--agents", "a2c"], "unknown agent"),
+    (["--agents", "sac", "--suite", "bsuite"], "no agent"),
+    (["--seeds", "0"], "--seeds"),
+    (["--report", "--suite", "bsuite"], "cannot read"),
+])
+def test_bad_input_is_one_line_exit_2_and_creates_nothing(tmp_path, capsys, argv, message):
+    out = tmp_path / "out"
+    assert benchmark_script.main([*argv, "--out-dir", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert not out.exists()
+
+
+def fake_row(agent: str, env: str, finals: list[float]) -> dict:
+    curves = [[0.0] * len(finals), finals]
+    return dict(agent=agent, env=env, total_steps=1000, seeds=list(range(len(finals))),
+                env_steps=[500, 1000], eval_returns=curves, train_returns=curves, seconds=2.0,
+                train_seconds=1.0, planned_steps=1000)
+
+
+def test_saved_rows_are_kept_not_rerun_and_rows_of_other_agents_stay(tmp_path):
+    results = tmp_path / "bsuite.json"
+    results.write_text(json.dumps({"rows": [fake_row("dqn", "Catch-bsuite", [0.5, 0.7]),
+                                            fake_row("ppo", "Catch-bsuite", [1.0, 1.0])]}))
+    entry = bm.Entry("ppo", "Catch-bsuite", 1000)
+
+    def no_training(name):
+        raise AssertionError("a saved row was trained again")
+
+    rows = bm.run_suite([entry], no_training, envs, [0, 1], results)
+    assert [(r.agent, r.env) for r in rows] == [("ppo", "Catch-bsuite"), ("dqn", "Catch-bsuite")]
+    assert len(json.loads(results.read_text())["rows"]) == 2
+    table = bm.format_table(rows, bm.load_references())
+    assert "| Catch-bsuite | ppo | 1,000 | 1.0 ± 0.0 |" in table and "| 1.00 |" in table
+
+
+@pytest.mark.slow
+@pytest.mark.learning
+def test_quick_classic_suite_writes_its_report_and_learns_cartpole_and_pendulum(tmp_path):
+    code = benchmark_script.main(["--suite", "classic", "--quick", "--seeds", "2",
+                                  "--out-dir", str(tmp_path), "--no-progress"])
+    assert code == 0
+    for suffix in ("json", "md", "png"):
+        assert (tmp_path / f"classic_quick.{suffix}").is_file()
+    rows = {(r.agent, r.env): r for r in bm.load_rows(tmp_path / "classic_quick.json")}
+    assert len(rows) == 10  # ppo and dqn on the 3 discrete envs, ppo and sac on the 2 others
+    cartpole, pendulum = rows["ppo", "CartPole-v1"].final, rows["sac", "Pendulum-v1"].final
+    print(f"quick suite: ppo CartPole {cartpole}, sac Pendulum {pendulum}")
+    assert np.mean(cartpole) >= 300  # a random policy: ~22
+    assert np.mean(pendulum) >= -400  # a random policy: ~-1200
