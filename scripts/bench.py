@@ -195,16 +195,21 @@ def main() -> int:
     parser.add_argument("--devices", type=int, default=8,
                         help="MuZero self-play is also timed on this many devices (virtual CPU "
                              "devices where there is no accelerator); 1 skips it")
-    parser.add_argument("--sections", default="ppo,agents,muzero,replay,host,checkpoint",
-                        help="comma-separated: ppo, agents, muzero, replay, host, checkpoint")
+    parser.add_argument("--sections",
+                        default="ppo,minatar,agents,muzero,replay,host,checkpoint",
+                        help="comma-separated: ppo, minatar, agents, muzero, replay, host, "
+                             "checkpoint")
+    parser.add_argument("--minatar-sizes", default="64,1024",
+                        help="env counts of the PPO Breakout-MinAtar rows (64: the default)")
     args = parser.parse_args()
     try:
         sizes = [int(s) for s in args.sizes.split(",")]
-        if min(sizes) < 1 or args.repeats < 1 or args.devices < 1:
+        minatar_sizes = [int(s) for s in args.minatar_sizes.split(",")]
+        if min(sizes + minatar_sizes) < 1 or args.repeats < 1 or args.devices < 1:
             raise ValueError
     except ValueError:
-        print("error: --sizes must be positive integers, --repeats and --devices >= 1",
-              file=sys.stderr)
+        print("error: --sizes and --minatar-sizes must be positive integers, --repeats and "
+              "--devices >= 1", file=sys.stderr)
         return 2
 
     from jaxrl_sys.devices import describe, request_devices
@@ -223,6 +228,10 @@ def main() -> int:
     if "ppo" in sections:
         print(f"## PPO on {args.env}, one device, one seed\n")
         print("\n".join(ppo_table(args.env, sizes, args.repeats)) + "\n")
+    if "minatar" in sections:
+        print("## PPO on Breakout-MinAtar (default config: 128 steps per env, two layers of "
+              "256), one device, one seed\n")
+        print("\n".join(ppo_table("Breakout-MinAtar", minatar_sizes, args.repeats)) + "\n")
     if "agents" in sections:
         print("## DQN and SAC, default configs, one device, one seed\n")
         print("\n".join(agents_table(args.repeats)) + "\n")
