@@ -88,7 +88,8 @@ _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     # seeds fell below 451 after reaching 475, and 2 of 128 seed-settings ended there;
     # scaled, 0 of 32 (issue 12).
     "CartPole-v1": dict(update_epochs=8, reward_scale=0.1),
-    "Acrobot-v1": dict(total_steps=300_000, learning_rate=1e-3, hidden=(64, 64), ent_coef=0.01),
+    # 600k steps: greedy -79.0 mean over 4 seeds (gymnax's reference: -80); 300k: -82.8
+    "Acrobot-v1": dict(total_steps=600_000, learning_rate=1e-3, hidden=(64, 64), ent_coef=0.01),
     "Pendulum-v1": dict(
         total_steps=300_000,
         num_envs=32,
@@ -111,8 +112,10 @@ _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     # (natively 15/16 reach, one collapses to 177, one never learns): worse (issue 12).
     "gymnasium:CartPole-v1": dict(num_envs=8, update_epochs=4, clip_value=True,
                                   reward_scale=0.1, ent_coef=0.01),
+    # 2M steps: greedy 92.9 mean over 4 seeds (reference 92); 1M: 86.5 (the goal is reached,
+    # with more energy spent)
     "MountainCarContinuous-v0": dict(
-        total_steps=1_000_000, num_envs=32, rollout_steps=128, ent_coef=0.0, normalize_obs=True,
+        total_steps=2_000_000, num_envs=32, rollout_steps=128, ent_coef=0.0, normalize_obs=True,
         learning_rate=3e-4, hidden=(64, 64),
     ),
 }

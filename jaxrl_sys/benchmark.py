@@ -65,11 +65,13 @@ def load_references(path: Path = REFERENCES_FILE) -> dict[str, Reference]:
 
 @dataclasses.dataclass(frozen=True)
 class Entry:
-    """One planned benchmark run: an agent's shipped defaults on one env."""
+    """One planned benchmark run: an agent's shipped defaults on one env. `config` is the
+    config as JSON data: a saved row is reused only if it was trained with the same one."""
 
     agent: str
     env: str
     total_steps: int
+    config: dict = dataclasses.field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -133,7 +135,9 @@ def plan(suite: str, agent_names: Sequence[str], load_agent: Callable[[str], Any
                 skipped.append(f"{name} on {env_name}: {error}")
                 continue
             steps = min(config.total_steps, QUICK_STEPS) if quick else config.total_steps
-            entries.append(Entry(name, env_name, int(steps)))
+            config = dataclasses.replace(config, total_steps=int(steps))
+            as_data = json.loads(json.dumps(dataclasses.asdict(config)))
+            entries.append(Entry(name, env_name, int(steps), as_data))
     if not entries:
         raise BenchmarkError(f"no agent of {', '.join(agent_names)} suits suite {suite!r}")
     return entries, skipped
@@ -156,7 +160,8 @@ def run_entry(entry: Entry, module: Any, registry: Any, seeds: Sequence[int],
 
 def _matches(row: dict, entry: Entry, seeds: Sequence[int]) -> bool:
     return (row["agent"] == entry.agent and row["env"] == entry.env
-            and row["seeds"] == list(seeds) and row.get("planned_steps") == entry.total_steps)
+            and row["seeds"] == list(seeds) and row.get("planned_steps") == entry.total_steps
+            and row.get("config") == entry.config)
 
 
 def run_suite(entries: Sequence[Entry], load_agent: Callable[[str], Any], registry: Any,
@@ -191,7 +196,8 @@ def run_suite(entries: Sequence[Entry], load_agent: Callable[[str], Any], regist
             steps_left -= entry.total_steps
             ran_steps += entry.total_steps
             ran_seconds += row.seconds
-            record = {**dataclasses.asdict(row), "planned_steps": entry.total_steps}
+            record = {**dataclasses.asdict(row), "planned_steps": entry.total_steps,
+                      "config": entry.config}
         records.append(record)
         _save(results_file, _in_suite_order(records + others))
     return [_row_of(r) for r in _in_suite_order(records + others)]

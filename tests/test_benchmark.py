@@ -69,14 +69,14 @@ def fake_row(agent: str, env: str, finals: list[float]) -> dict:
     curves = [[0.0] * len(finals), finals]
     return dict(agent=agent, env=env, total_steps=1000, seeds=list(range(len(finals))),
                 env_steps=[500, 1000], eval_returns=curves, train_returns=curves, seconds=2.0,
-                train_seconds=1.0, planned_steps=1000)
+                train_seconds=1.0, planned_steps=1000, config={"learning_rate": 1e-3})
 
 
 def test_saved_rows_are_kept_not_rerun_and_rows_of_other_agents_stay(tmp_path):
     results = tmp_path / "bsuite.json"
     results.write_text(json.dumps({"rows": [fake_row("dqn", "Catch-bsuite", [0.5, 0.7]),
                                             fake_row("ppo", "Catch-bsuite", [1.0, 1.0])]}))
-    entry = bm.Entry("ppo", "Catch-bsuite", 1000)
+    entry = bm.Entry("ppo", "Catch-bsuite", 1000, {"learning_rate": 1e-3})
 
     def no_training(name):
         raise AssertionError("a saved row was trained again")
@@ -86,6 +86,9 @@ def test_saved_rows_are_kept_not_rerun_and_rows_of_other_agents_stay(tmp_path):
     assert len(json.loads(results.read_text())["rows"]) == 2
     table = bm.format_table(rows, bm.load_references())
     assert "| Catch-bsuite | ppo | 1,000 | 1.0 ± 0.0 |" in table and "| 1.00 |" in table
+    changed = bm.Entry("ppo", "Catch-bsuite", 1000, {"learning_rate": 3e-4})
+    with pytest.raises(AssertionError, match="trained again"):  # other defaults: trained anew
+        bm.run_suite([changed], no_training, envs, [0, 1], results)
 
 
 @pytest.mark.slow
