@@ -91,6 +91,7 @@ class Row:
     train_returns: list[list[float]]  # [chunks][seeds], episodes finished in the chunk
     seconds: float  # wall, compilation included
     train_seconds: float  # the chunks (training and evaluations)
+    measured: str = ""  # date, machine and devices of the run
 
     @property
     def final(self) -> np.ndarray:
@@ -152,10 +153,11 @@ def run_entry(entry: Entry, module: Any, registry: Any, seeds: Sequence[int],
     result = lc.run_case(case, module, registry, seeds, num_devices=num_devices,
                          on_chunk=on_chunk)
     steps = int(result.env_steps[-1])  # the budget rounded to whole iterations
+    measured = f"{time.strftime('%Y-%m-%d')}, {describe_machine()}, {num_devices} device(s)"
     return Row(entry.agent, entry.env, steps, list(result.seeds), list(result.env_steps),
                np.asarray(result.eval_returns, float).tolist(),
                np.asarray(result.train_returns, float).tolist(), result.seconds,
-               float(result.train_seconds or result.seconds))
+               float(result.train_seconds or result.seconds), measured)
 
 
 def _matches(row: dict, entry: Entry, seeds: Sequence[int]) -> bool:
@@ -284,6 +286,7 @@ def plot_curves(rows: Sequence[Row], references: dict[str, Reference], path: Pat
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import EngFormatter
 
     env_names = list(dict.fromkeys(row.env for row in rows))
     columns = min(3, len(env_names))
@@ -298,6 +301,7 @@ def plot_curves(rows: Sequence[Row], references: dict[str, Reference], path: Pat
             ax.axhline(references[env_name].value, color="k", linestyle="--", linewidth=1,
                        label="reference")
         ax.set_title(env_name)
+        ax.xaxis.set_major_formatter(EngFormatter())  # 100k, 2M: labels that do not collide
         ax.set_xlabel("env steps per seed")
         ax.set_ylabel("greedy return")
         ax.legend(fontsize=8)
@@ -310,9 +314,16 @@ def plot_curves(rows: Sequence[Row], references: dict[str, Reference], path: Pat
 
 
 def write_report(rows: Sequence[Row], references: dict[str, Reference], out_dir: Path,
-                 name: str, header: str) -> tuple[Path, Path]:
-    """`<name>.md` (header, table, reference sources) and `<name>.png` (curves)."""
+                 name: str) -> tuple[Path, Path]:
+    """`<name>.md` (what was measured where, the table, reference sources) and `<name>.png`
+    (curves)."""
     table_file, image_file = out_dir / f"{name}.md", out_dir / f"{name}.png"
+    seeds = sorted({len(row.seeds) for row in rows})
+    where = "; ".join(sorted({row.measured for row in rows if row.measured})) or "unknown"
+    header = (f"Suite {name}: {'/'.join(map(str, seeds))} seeds per row, greedy return of "
+              f"{EVAL_EPISODES} episodes per seed at the end of training (mean ± std over "
+              f"seeds). Measured {where}. Seconds: wall time of the run, compilation "
+              "included; env-steps/s: all seeds' steps per second of training and evaluation.")
     table_file.write_text(f"{header}\n\n{format_table(rows, references)}\n\nReferences:\n\n"
                           f"{format_sources(rows, references)}\n", encoding="utf-8")
     plot_curves(rows, references, image_file)
@@ -339,5 +350,3 @@ def describe_machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores, JAX {jax.__version__} on {jax.default_backend()}"
 
 
-def timestamp() -> str:
-    return time.strftime("%Y-%m-%d")

@@ -62,7 +62,6 @@ def benchmark(args: argparse.Namespace) -> int:
     references = bm.load_references()
     if args.report:
         rows = bm.load_rows(results_file)
-        header = f"Saved rows of suite {args.suite} ({results_file})"
     else:
         from jaxrl_sys.devices import enable_compile_cache, request_devices
 
@@ -82,12 +81,7 @@ def benchmark(args: argparse.Namespace) -> int:
         rows = bm.run_suite(entries, agents.load, envs, list(range(args.seeds)), results_file,
                             num_devices=args.devices, fresh=args.fresh,
                             progress=None if args.no_progress else _progress_bar())
-        header = (f"Suite {args.suite}{' (quick)' if args.quick else ''}: {args.seeds} seeds, "
-                  f"greedy return of {bm.EVAL_EPISODES} episodes per seed at the end, "
-                  f"{bm.timestamp()}, {bm.describe_machine()}, {args.devices} device(s). "
-                  "Seconds: wall time of the run, compilation included; env-steps/s: all "
-                  "seeds' steps per second of training and evaluation.")
-    table_file, image_file = bm.write_report(rows, references, out_dir, name, header)
+    table_file, image_file = bm.write_report(rows, references, out_dir, name)
     print(bm.format_table(rows, references))
     print(f"wrote {results_file}, {table_file}, {image_file}", file=sys.stderr)
     return 0
