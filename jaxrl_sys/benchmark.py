@@ -17,6 +17,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
+import platform
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -332,8 +334,6 @@ def write_report(rows: Sequence[Row], references: dict[str, Reference], out_dir:
 
 def describe_machine() -> str:
     """A short description of this machine for the report's header."""
-    import platform
-
     import jax
 
     cpu = platform.processor() or platform.machine()
@@ -345,8 +345,6 @@ def describe_machine() -> str:
                     break
     except OSError:
         pass
-    import os
-
     return f"{cpu}, {os.cpu_count()} cores, JAX {jax.__version__} on {jax.default_backend()}"
 
 
