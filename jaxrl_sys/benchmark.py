@@ -203,8 +203,24 @@ def run_suite(entries: Sequence[Entry], load_agent: Callable[[str], Any], regist
             record = {**dataclasses.asdict(row), "planned_steps": entry.total_steps,
                       "config": entry.config}
         records.append(record)
+        others = _rows_of_other_pairs(results_file, {(r["agent"], r["env"]) for r in records},
+                                      others)
         _save(results_file, _in_suite_order(records + others))
     return [_row_of(r) for r in _in_suite_order(records + others)]
+
+
+def _rows_of_other_pairs(results_file: Path, pairs: set[tuple[str, str]],
+                         known: list[dict]) -> list[dict]:
+    """The rows saved in `results_file` now for (agent, env) pairs not in `pairs`, read again
+    before each save so that a suite run in another process at the same time (say, another
+    agent) loses none of its rows; `known` are kept when the file cannot be read."""
+    try:
+        saved = json.loads(results_file.read_text(encoding="utf-8")).get("rows", [])
+    except (OSError, ValueError):
+        saved = known
+    merged = {(r["agent"], r["env"]): r for r in known}
+    merged.update({(r["agent"], r["env"]): r for r in saved})
+    return [r for key, r in merged.items() if key not in pairs]
 
 
 def _in_suite_order(records: list[dict]) -> list[dict]:

@@ -91,6 +91,24 @@ def test_saved_rows_are_kept_not_rerun_and_rows_of_other_agents_stay(tmp_path):
         bm.run_suite([changed], no_training, envs, [0, 1], results)
 
 
+def test_rows_another_process_saves_during_a_run_are_not_overwritten(tmp_path, monkeypatch):
+    results = tmp_path / "minatar.json"
+    results.write_text(json.dumps({"rows": [fake_row("ppo", "Asterix-MinAtar", [20.0, 30.0])]}))
+
+    def run_while_another_process_saves(entry, module, registry, seeds, num_devices, on_chunk):
+        rows = json.loads(results.read_text())["rows"]  # another suite finishes meanwhile
+        rows.append(fake_row("dqn", "Freeway-MinAtar", [40.0, 50.0]))
+        results.write_text(json.dumps({"rows": rows}))
+        return bm._row_of(fake_row(entry.agent, entry.env, [25.0, 35.0]))
+
+    monkeypatch.setattr(bm, "run_entry", run_while_another_process_saves)
+    entry = bm.Entry("ppo", "Breakout-MinAtar", 1000, {"learning_rate": 5e-4})
+    bm.run_suite([entry], lambda name: None, envs, [0, 1], results)
+    saved = {(r["agent"], r["env"]) for r in json.loads(results.read_text())["rows"]}
+    assert saved == {("ppo", "Asterix-MinAtar"), ("ppo", "Breakout-MinAtar"),
+                     ("dqn", "Freeway-MinAtar")}
+
+
 @pytest.mark.slow
 @pytest.mark.learning
 def test_quick_classic_suite_writes_its_report_and_learns_cartpole_and_pendulum(tmp_path):
