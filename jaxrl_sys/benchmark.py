@@ -117,8 +117,10 @@ def ratio_to_reference(value: float, reference: float) -> float:
 
 
 def plan(suite: str, agent_names: Sequence[str], load_agent: Callable[[str], Any],
-         registry: Any, quick: bool = False) -> tuple[list[Entry], list[str]]:
-    """The runs of `suite` for `agent_names`, and one line per pair left out and why.
+         registry: Any, quick: bool = False, only_envs: Sequence[str] = ()
+         ) -> tuple[list[Entry], list[str]]:
+    """The runs of `suite` (or of its envs in `only_envs`) for `agent_names`, and one line
+    per pair left out and why.
 
     A pair is left out when the agent refuses the env (e.g. DQN on continuous actions): the
     agent's own `make` decides, so the rule is written once.
@@ -126,6 +128,12 @@ def plan(suite: str, agent_names: Sequence[str], load_agent: Callable[[str], Any
     if suite not in (*SUITES, "all"):
         raise BenchmarkError(f"unknown suite {suite!r}; known: {', '.join((*SUITES, 'all'))}")
     envs = [e for name in SUITES for e in SUITES[name]] if suite == "all" else SUITES[suite]
+    unknown = [e for e in only_envs if e not in envs]
+    if unknown:
+        raise BenchmarkError(f"{', '.join(unknown)} not in suite {suite!r}; its envs: "
+                             f"{', '.join(envs)}")
+    if only_envs:
+        envs = [e for e in envs if e in only_envs]
     modules = {name: load_agent(name) for name in agent_names}
     entries, skipped = [], []
     for env_name in envs:

@@ -2,6 +2,7 @@
 
     python scripts/benchmark.py --suite classic --agents ppo,dqn,sac --seeds 4
     python scripts/benchmark.py --suite minatar --agents ppo --seeds 4   # 10M steps per game
+    python scripts/benchmark.py --suite minatar --agents ppo --envs Freeway-MinAtar  # one game
     python scripts/benchmark.py --suite classic --quick                  # a short smoke run
     python scripts/benchmark.py --suite minatar --report                 # tables of saved rows
 
@@ -37,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--agents", default=",".join(bm.DEFAULT_AGENTS),
                    help="comma-separated agents (ppo, dqn, sac, muzero); each runs on the "
                         "suite's envs it suits")
+    p.add_argument("--envs", default="",
+                   help="comma-separated envs of the suite to run (default: all of them); "
+                        "suites run in separate processes share one results file safely")
     p.add_argument("--seeds", type=int, default=4, help="seeds 0..N-1, vmapped")
     p.add_argument("--devices", type=int, default=1, help="devices for data-parallel learning")
     p.add_argument("--quick", action="store_true",
@@ -73,7 +77,9 @@ def benchmark(args: argparse.Namespace) -> int:
         agent_names = [a.strip() for a in args.agents.split(",") if a.strip()]
         if not agent_names:
             raise UsageError("--agents is empty")
-        entries, skipped = bm.plan(args.suite, agent_names, agents.load, envs, args.quick)
+        only_envs = [e.strip() for e in args.envs.split(",") if e.strip()]
+        entries, skipped = bm.plan(args.suite, agent_names, agents.load, envs, args.quick,
+                                   only_envs)
         for line in skipped:
             print(f"left out: {line}", file=sys.stderr)
         print(f"suite {args.suite}: {len(entries)} runs x {args.seeds} seeds -> {results_file}",

@@ -48,6 +48,8 @@ def test_plan_leaves_out_pairs_the_agent_refuses_and_quick_caps_the_budget():
     assert all(e.total_steps <= bm.QUICK_STEPS for e in entries)
     full, _ = bm.plan("minatar", ["ppo"], agents.load, envs)
     assert {e.total_steps for e in full} == {10_000_000}  # gymnax-blines' budget
+    one, _ = bm.plan("minatar", ["ppo"], agents.load, envs, only_envs=["Freeway-MinAtar"])
+    assert [(e.agent, e.env) for e in one] == [("ppo", "Freeway-MinAtar")]
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -56,6 +58,7 @@ def test_plan_leaves_out_pairs_the_agent_refuses_and_quick_caps_the_budget():
     (["--agents", "sac", "--suite", "bsuite"], "no agent"),
     (["--seeds", "0"], "--seeds"),
     (["--report", "--suite", "bsuite"], "cannot read"),
+    (["--suite", "classic", "--envs", "Breakout-MinAtar"], "not in suite"),
 ])
 def test_bad_input_is_one_line_exit_2_and_creates_nothing(tmp_path, capsys, argv, message):
     out = tmp_path / "out"
