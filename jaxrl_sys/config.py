@@ -307,24 +307,30 @@ def config_from_dict(base: T, saved: dict[str, Any]) -> T:
     return dataclasses.replace(base, **changes)
 
 
+def _concrete(value: Any) -> bool:
+    """Whether `value` is a plain number that can be checked here. A sweep's traced
+    hyper-parameters are not: every setting was validated as numbers before tracing."""
+    return isinstance(value, (int, float))
+
+
 def check_at_least(config: Any, minimum: float, *names: str) -> None:
     """ConfigError naming the first field in `names` that is below `minimum`."""
     for name in names:
-        if not getattr(config, name) >= minimum:
+        if _concrete(getattr(config, name)) and not getattr(config, name) >= minimum:
             raise ConfigError(f"{name} must be >= {minimum:g}, got {getattr(config, name)}")
 
 
 def check_positive(config: Any, *names: str) -> None:
     """ConfigError naming the first field in `names` that is not > 0."""
     for name in names:
-        if not getattr(config, name) > 0:
+        if _concrete(getattr(config, name)) and not getattr(config, name) > 0:
             raise ConfigError(f"{name} must be > 0, got {getattr(config, name)}")
 
 
 def check_unit_interval(config: Any, *names: str) -> None:
     """ConfigError naming the first field in `names` outside [0, 1]."""
     for name in names:
-        if not 0.0 <= getattr(config, name) <= 1.0:
+        if _concrete(getattr(config, name)) and not 0.0 <= getattr(config, name) <= 1.0:
             raise ConfigError(f"{name} must be in [0, 1], got {getattr(config, name)}")
 
 

@@ -104,6 +104,7 @@ def train(
     start_chunk: int = 0,
     checkpoint_every: int = 0,
     on_checkpoint: Optional[Callable[[int, Carry], None]] = None,
+    check: Callable[[ChunkSummary], None] = check_finite,
 ) -> TrainResult:
     """Run chunks `start_chunk .. num_chunks-1` for all `seeds`, from `carry` if given (a
     restored run) or a fresh `runner.init(seeds)`.
@@ -111,7 +112,8 @@ def train(
     `on_chunk(summary, train_seconds_so_far)` is called for every chunk in order; returning
     True stops training early. `on_checkpoint(chunk, carry)` is called after every
     `checkpoint_every`-th chunk and after the last one, once that chunk has passed the
-    non-finite check (`NonFiniteError` stops the run before a bad state is saved). Chunk c+1
+    non-finite check (`check`: `NonFiniteError` stops the run before a bad state is saved; a
+    sweep, whose diverging settings are results, passes one that lets them go on). Chunk c+1
     is dispatched before chunk c's metrics are fetched, except where a checkpoint is due.
     Compilation is done ahead of time and timed separately.
     """
@@ -126,7 +128,7 @@ def train(
 
     def handle(chunk: int, metrics: dict) -> bool:
         summary = summarize(chunk, runner.iters_per_chunk, metrics)
-        check_finite(summary)
+        check(summary)
         history.append(summary)
         return on_chunk is not None and on_chunk(summary, time.perf_counter() - train_start)
 

@@ -49,13 +49,17 @@ class RunSpec:
     # host loop (gymnasium: envs)
     staleness: int = 1
     step_timeout: float = 60.0
+    # hyper-parameter sweep (jaxrl_sys.sweeps): "key=v1,v2" grids, "key=log:lo:hi" ranges
+    sweep: tuple[str, ...] = ()
+    samples: int = 0  # draws of the sweep's ranges
+    sweep_batching: str = "auto"  # "vmap", "map" or "auto" (see jaxrl_sys.sweeps.batching)
 
     def check(self) -> None:
         """Refuse counts that cannot work, with one line naming the field."""
         for name in ("devices", "seeds", "chunks", "keep_checkpoints"):
             if getattr(self, name) < 1:
                 raise UsageError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("seed", "checkpoint_every", "staleness"):
+        for name in ("seed", "checkpoint_every", "staleness", "samples"):
             if getattr(self, name) < 0:
                 raise UsageError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.total_steps is not None and self.total_steps < 1:
@@ -70,15 +74,17 @@ class RunSpec:
         return list(range(self.seed, self.seed + self.seeds))
 
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "overrides": list(self.overrides)}
+        return {**dataclasses.asdict(self), "overrides": list(self.overrides),
+                "sweep": list(self.sweep)}
 
     @classmethod
     def from_dict(cls, fields: dict[str, Any]) -> RunSpec:
         """A spec from `to_dict`'s output; unknown keys are ignored (newer or older files)."""
         known = {f.name for f in dataclasses.fields(cls)}
         kept = {k: v for k, v in fields.items() if k in known}
-        if "overrides" in kept:
-            kept["overrides"] = tuple(kept["overrides"])
+        for name in ("overrides", "sweep"):
+            if name in kept:
+                kept[name] = tuple(kept[name])
         return cls(**kept)
 
 

@@ -25,6 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--episodes", type=int, default=32, help="greedy episodes per seed")
     p.add_argument("--chunk", type=int, default=None, help="checkpoint to load (default: latest)")
     p.add_argument("--seed", type=int, default=0, help="seed of the evaluation episodes")
+    p.add_argument("--setting", type=int, default=None,
+                   help="a sweep's setting (its index in sweep.md) to evaluate")
     p.add_argument("--render", default=None, metavar="OUT.gif",
                    help="also write one greedy episode of the first seed as an animated GIF")
     return p
@@ -37,12 +39,23 @@ def evaluate_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--render must name a .gif file, got {args.render}")
     import agents
     import envs
+    from jaxrl_sys import sweeps
+    from jaxrl_sys.run_spec import load_spec
     from jaxrl_sys.session import open_run
 
-    saved = open_run(args.run_dir, agents.load, envs)
+    is_sweep = bool(load_spec(args.run_dir).sweep)
+    if is_sweep != (args.setting is not None):
+        raise UsageError(f"{args.run_dir} is a sweep: pick a setting with --setting N (see its "
+                         "sweep.md)" if is_sweep else "--setting is for sweeps only")
+    if is_sweep:
+        saved = sweeps.open_setting(args.run_dir, args.setting, agents.load, envs, args.chunk)
+        carry, record = saved.carry, saved.record
+    else:
+        saved = open_run(args.run_dir, agents.load, envs)
+        if saved.resolved.host:
+            return evaluate_host_run(args, saved)
+        carry, record = saved.restore(args.chunk)
     resolved = saved.resolved
-    if resolved.host:
-        return evaluate_host_run(args, saved)
     import jax
     import jax.numpy as jnp
 
@@ -50,7 +63,6 @@ def evaluate_run(args: argparse.Namespace) -> int:
     from jaxrl_sys.evaluation import evaluate
 
     renderer = ClassicControlRenderer(resolved.env_name) if args.render else None
-    carry, record = saved.restore(args.chunk)
     eval_env = envs.make_eval(resolved.env_name, **resolved.env_kwargs)
     policy = resolved.module.greedy_action(saved.agent)
     episode_ids = jnp.arange(args.episodes)

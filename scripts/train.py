@@ -60,6 +60,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "--process-id); under SLURM or Open MPI with several tasks, detected")
     p.add_argument("--num-processes", type=int, default=None, help="multi-process run: P")
     p.add_argument("--process-id", type=int, default=None, help="multi-process run: 0..P-1")
+    p.add_argument("--sweep", action="append", default=[], metavar="KEY=VALUES",
+                   help="hyper-parameter sweep, repeatable: KEY=V1,V2,... (a grid over all "
+                        "--sweep keys) or KEY=log:LO:HI / KEY=uniform:LO:HI (with --samples); "
+                        "settings x seeds train as one compiled program")
+    p.add_argument("--samples", type=int, default=d.samples,
+                   help="draws of the --sweep ranges (random search)")
+    p.add_argument("--sweep-batching", default=d.sweep_batching, choices=("auto", "vmap", "map"),
+                   help="a device's sweep rows: all vmapped, or settings mapped one after "
+                        "another with seeds vmapped (exactly a run of those seeds); auto: map "
+                        "on a CPU, vmap on an accelerator")
     p.add_argument("--staleness", type=int, default=d.staleness,
                    help="host loop (gymnasium: envs): updates the acting parameters may lag "
                         "the learner by; 0 alternates acting and learning")
@@ -81,7 +91,8 @@ def spec_of(args: argparse.Namespace):
         run_root=args.run_root, progress=not args.no_progress,
         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints,
         save_replay=not args.no_save_replay, staleness=args.staleness,
-        step_timeout=args.step_timeout,
+        step_timeout=args.step_timeout, sweep=tuple(args.sweep), samples=args.samples,
+        sweep_batching=args.sweep_batching,
     )
 
 
@@ -90,7 +101,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import agents
     import envs
-    from jaxrl_sys import distributed, session
+    from jaxrl_sys import distributed, session, sweeps
     from jaxrl_sys.cli import guarded
     from jaxrl_sys.host_loop import HostLoopError
 
@@ -98,6 +109,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args = build_parser().parse_args(argv)
         spec = spec_of(args)
         group = distributed.process_group(args.coordinator, args.num_processes, args.process_id)
+        if spec.sweep:
+            if group is not None and group.multi:
+                raise session.UsageError("sweeps run in one process (no --coordinator)")
+            sweeps.sweep(spec, agents.load, envs, resume=args.resume)
+            return 0
         session.run(spec, agents.load, envs, resume=args.resume, group=group,
                     process_start=PROCESS_START)
         return 0
