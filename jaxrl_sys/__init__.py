@@ -19,6 +19,8 @@ _RUN_LAYER = {
     "Session": "jaxrl_sys.session",
     "RunOutcome": "jaxrl_sys.session",
     "TrainingStopped": "jaxrl_sys.session",
+    "sweep": "jaxrl_sys.sweeps",
+    "SweepOutcome": "jaxrl_sys.sweeps",
 }
 
 __all__ = sorted(_RUN_LAYER)

@@ -196,9 +196,9 @@ def main() -> int:
                         help="MuZero self-play is also timed on this many devices (virtual CPU "
                              "devices where there is no accelerator); 1 skips it")
     parser.add_argument("--sections",
-                        default="ppo,minatar,agents,muzero,replay,host,checkpoint",
+                        default="ppo,minatar,agents,muzero,replay,host,checkpoint,sweep",
                         help="comma-separated: ppo, minatar, agents, muzero, replay, host, "
-                             "checkpoint")
+                             "checkpoint, sweep")
     parser.add_argument("--minatar-sizes", default="64,1024",
                         help="env counts of the PPO Breakout-MinAtar rows (64: the default)")
     args = parser.parse_args()
@@ -247,6 +247,9 @@ def main() -> int:
     if "checkpoint" in sections:
         print("## Checkpoints (whole carry, one seed, one device)\n")
         print("\n".join(script_table("bench_checkpoint.py")) + "\n")
+    if "sweep" in sections:
+        print("## A sweep against separate runs, end to end (wall clock, cold compile caches)\n")
+        print("\n".join(script_table("bench_sweep.py", "--devices", str(args.devices))) + "\n")
     return 0
 
 
