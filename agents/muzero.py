@@ -167,6 +167,14 @@ _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     # or 1.5e-3 (finals of 458-472 on some seed, or dips to 185-279 after reaching 475)
     "CartPole-v1": dict(q_range=10.0, hidden=(128, 128), rule_heads=True, priority_alpha=0.0,
                         gamma=0.995, value_max=200.0, learning_rate=1e-3),
+    # MinAtar (10x10 images): a small residual conv torso (16 channels, one block), 64 envs,
+    # rewards 0/1, rule heads (the tree learns where a life ends); the budget fits about an
+    # hour on a 2-core CPU
+    "Breakout-MinAtar": dict(
+        total_steps=400_000, num_envs=64, gamma=0.99, n_step=10, value_max=30.0,
+        reward_max=1.0, learning_rate=1e-3, conv_channels=16, res_blocks=1, hidden=(128,),
+        buffer_size=200_000, learning_starts=5_000, num_simulations=16, rule_heads=True,
+    ),
     # the model must learn the rules (rewards of winning moves, legal moves, game ends: rule
     # heads): many updates per env step. Four random opening plies show self-play the lines
     # a perfect opponent may choose (without them AlphaZero mode lost 6-14 of 100 games as

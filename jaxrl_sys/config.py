@@ -195,6 +195,24 @@ def _unknown_key_message(pair: str, key: str, config: Any, keys: list[str]) -> s
     return f"--set {pair}: unknown key '{key}' for {owner}; valid keys: {', '.join(sorted(keys))}"
 
 
+def field_types(config: Any) -> dict[str, Any]:
+    """Each settable field of the dataclass instance `config` and its type hint."""
+    return _settable_fields(config)
+
+
+def parse_field_values(config: Any, key: str, texts: Sequence[str], flag: str) -> tuple:
+    """`texts` parsed as values of field `key` of `config`; an unknown key or a value of the
+    wrong type is a ConfigError naming `flag` (e.g. `--sweep key=...`)."""
+    fields = _settable_fields(config)
+    if key not in fields:
+        message = _unknown_key_message(f"{key}=...", key, config, list(fields))
+        raise ConfigError(message.replace("--set", flag, 1))
+    try:
+        return tuple(_parse_value(text, fields[key]) for text in texts)
+    except _BadValue as err:
+        raise ConfigError(f"{flag} {key}=...: expected values that are {err}") from None
+
+
 # names fields had before every agent used the same name for the same quantity; `--set` and
 # the overrides saved with older runs still accept them
 RENAMED_FIELDS = {"num_steps": "rollout_steps", "discount": "gamma"}

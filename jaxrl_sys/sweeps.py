@@ -20,22 +20,20 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import math
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
 from jaxrl_sys.cli import UsageError
-from jaxrl_sys.config import ConfigError, _parse_value, _BadValue, _settable_fields, \
-    _unknown_key_message
+from jaxrl_sys.config import ConfigError, field_types, parse_field_values
 from jaxrl_sys.run_spec import EnvRegistry, ResolvedRun, RunSpec, resolve, save_run_file
+from jaxrl_sys.sweep_results import SettingResult, SweepOutcome, describe_setting, \
+    load_outcome, plot_outcome, save_outcome, score
 
-SWEEP_FILE = "sweep.json"
 RANDOM_SCALES = ("log", "uniform")
 MEMORY_FRACTION = 0.8  # of the memory available that a group's rows may take
 
@@ -68,10 +66,11 @@ def parse_sweep_key(text: str, config: Any) -> SweepKey:
     key, values = key.strip(), values.strip()
     if not sep or not key:
         raise SweepError(f"--sweep {text}: expected KEY=V1,V2,... or KEY=log:LO:HI")
-    fields = _settable_fields(config)
-    if key not in fields:
-        raise SweepError(_unknown_key_message(text, key, config, list(fields))
-                         .replace("--set", "--sweep", 1))
+    try:
+        fields = field_types(config)
+        parse_field_values(config, key, (), "--sweep")  # an unknown key
+    except ConfigError as error:
+        raise SweepError(str(error)) from None
     kind = fields[key]
     head, _, rest = values.partition(":")
     if head in RANDOM_SCALES:
@@ -91,10 +90,9 @@ def parse_sweep_key(text: str, config: Any) -> SweepKey:
     if not items:
         raise SweepError(f"--sweep {text}: the list of values is empty")
     try:
-        parsed = tuple(_parse_value(item, kind) for item in items)
-    except _BadValue as error:
-        raise SweepError(f"--sweep {text}: expected values that are {error}") from None
-    return SweepKey(key, values=parsed)
+        return SweepKey(key, values=parse_field_values(config, key, items, "--sweep"))
+    except ConfigError as error:
+        raise SweepError(str(error)) from None
 
 
 def _split_values(text: str, kind: Any) -> list[str]:
@@ -153,7 +151,7 @@ def plan_sweep(resolved: ResolvedRun) -> Plan:
         raise SweepError(f"--sweep {sampled[0]} is a range: give --samples K (K >= 1)")
     if spec.samples and not sampled:
         raise SweepError("--samples needs a range to sample (--sweep KEY=log:LO:HI)")
-    fields = _settable_fields(resolved.config)
+    fields = field_types(resolved.config)
     settings = expand(keys, spec.samples, spec.seed)
     for setting in settings:  # int fields sampled from a range are rounded
         for key, value in setting.items():
@@ -169,16 +167,6 @@ def plan_sweep(resolved: ResolvedRun) -> Plan:
         configs.append(config)
     float_keys = tuple(k.key for k in keys if fields[k.key] is float)
     return Plan(keys, tuple(settings), tuple(configs), float_keys)
-
-
-def describe_setting(setting: dict) -> str:
-    return ", ".join(f"{k}={_show(v)}" for k, v in setting.items())
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, tuple):
-        return ",".join(str(v) for v in value)
-    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 # ----------------------------------------------------------------------------- compiled groups
@@ -271,129 +259,6 @@ def check_memory(groups: Sequence[Group], seeds: int, module: Any, env: Any) -> 
                 f"group {group.index + 1}: {rows} rows need about {need / 2**30:.1f} GiB; "
                 f"{limit / 2**30:.1f} GiB can be used here: sweep fewer settings or seeds, or "
                 f"make the replay buffer smaller")
-
-
-# ----------------------------------------------------------------------------- results
-
-
-@dataclasses.dataclass
-class SettingResult:
-    """One setting's curves over its seeds and what the table shows of them."""
-
-    index: int
-    values: dict
-    env_steps: list[int]  # per seed, at each chunk end
-    returns: list[list[float]]  # [chunks][seeds]: greedy evaluation, else training return
-    seconds: list[float]  # training seconds of its group at each chunk end
-    finite: bool = True
-
-    @property
-    def final(self) -> np.ndarray:
-        return np.asarray(self.returns[-1], float) if self.returns else np.full(1, np.nan)
-
-    @property
-    def best_mean(self) -> float:
-        means = [float(np.nanmean(r)) for r in self.returns if np.isfinite(r).any()]
-        return max(means) if means else float("nan")
-
-    def steps_to(self, threshold: Optional[float]) -> Optional[int]:
-        """Env steps per seed at the first chunk whose mean over seeds reaches `threshold`."""
-        if threshold is None:
-            return None
-        for steps, returns in zip(self.env_steps, self.returns):
-            if np.isfinite(returns).all() and float(np.mean(returns)) >= threshold:
-                return int(steps)
-        return None
-
-
-def _score(result: SettingResult) -> tuple:
-    final = float(np.mean(result.final)) if np.isfinite(result.final).all() else -math.inf
-    best = result.best_mean if math.isfinite(result.best_mean) else -math.inf
-    return (result.finite, final, best)
-
-
-@dataclasses.dataclass
-class SweepOutcome:
-    """A finished sweep: its directory, one result per setting (setting order), the table."""
-
-    run_dir: Path
-    results: list[SettingResult]
-    threshold: Optional[float]
-    seeds: list[int]
-    train_seconds: float
-    keys: list[str]
-
-    def ranked(self) -> list[SettingResult]:
-        return sorted(self.results, key=_score, reverse=True)
-
-    def table(self) -> list[dict[str, Any]]:
-        """The ranked table as data: one dict per setting."""
-        rows = []
-        for rank, result in enumerate(self.ranked(), 1):
-            final = result.final
-            rows.append({
-                "rank": rank, "setting": result.index, **result.values,
-                "final_mean": float(np.mean(final)), "final_std": float(np.std(final)),
-                "best_mean": result.best_mean, "finite": result.finite,
-                "steps_to_threshold": result.steps_to(self.threshold),
-            })
-        return rows
-
-    def markdown(self) -> str:
-        head = ["rank", "setting", *self.keys, "final return", "best mean return"]
-        if self.threshold is not None:
-            head.append(f"steps to {self.threshold:g}")
-        lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
-        for row in self.table():
-            cells = [str(row["rank"]), str(row["setting"]),
-                     *[_show(row[k]) for k in self.keys],
-                     (f"{row['final_mean']:.1f} ± {row['final_std']:.1f}" if row["finite"]
-                      else "diverged (non-finite)"),
-                     f"{row['best_mean']:.1f}"]
-            if self.threshold is not None:
-                steps = row["steps_to_threshold"]
-                cells.append(f"{steps:,}" if steps is not None else "–")
-            lines.append("| " + " | ".join(cells) + " |")
-        return "\n".join(lines) + "\n"
-
-
-def save_outcome(run_dir: Path, outcome_data: dict) -> None:
-    """Write sweep.json atomically (it is rewritten after every chunk)."""
-    path = Path(run_dir) / SWEEP_FILE
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(outcome_data, indent=1), encoding="utf-8")
-    tmp.replace(path)
-
-
-def load_outcome(run_dir: Union[str, Path]) -> dict:
-    """sweep.json of a sweep run ({} if there is none yet)."""
-    try:
-        return json.loads((Path(run_dir) / SWEEP_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-
-
-def plot_outcome(outcome: SweepOutcome, path: Path) -> None:
-    """One curve per setting: mean over seeds against env steps per seed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for result in outcome.results:
-        if not result.returns:
-            continue
-        mean = np.asarray([np.mean(r) for r in result.returns])
-        ax.plot(result.env_steps, mean, label=f"{result.index}: {describe_setting(result.values)}")
-    if outcome.threshold is not None:
-        ax.axhline(outcome.threshold, color="grey", linestyle="--", linewidth=1)
-    ax.set_xlabel("env steps per seed")
-    ax.set_ylabel(f"return (mean of {len(outcome.seeds)} seeds)")
-    ax.legend(fontsize=6, ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 # ----------------------------------------------------------------------------- running
@@ -535,7 +400,7 @@ def _train_group(group: Group, plan: Plan, resolved: ResolvedRun, registry: EnvR
             r.finite = r.finite and bool(ok.all())
         save()
         if spec.progress:
-            best = max((results[m] for m in group.members), key=lambda r: _score(r))
+            best = max((results[m] for m in group.members), key=lambda r: score(r))
             print(f"group {group.index + 1}/{num_groups} chunk {summary.chunk + 1}/{num_chunks}"
                   f": best so far setting {best.index} ({describe_setting(best.values)}) "
                   f"return {float(np.mean(best.final)):.1f}", file=sys.stderr, flush=True)

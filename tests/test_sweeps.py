@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pytest
 
 import agents
 import envs
-from jaxrl_sys import RunSpec, resolve, run
+from jaxrl_sys import RunSpec, run
 from jaxrl_sys import sweeps
 
 ROOT = Path(__file__).resolve().parent.parent
