@@ -380,8 +380,9 @@ class Agent(BoundAgent):
 
 def supports(config: Config) -> tuple[Support, Support]:
     """(value, reward) supports in h-space covering +-value_max and +-reward_max."""
-    value_edge = float(h(jnp.float32(config.value_max)))
-    reward_edge = float(h(jnp.float32(config.reward_max)))
+    with jax.ensure_compile_time_eval():  # numbers, also when `make` runs inside a trace
+        value_edge = float(h(jnp.float32(config.value_max)))
+        reward_edge = float(h(jnp.float32(config.reward_max)))
     return (Support(-value_edge, value_edge, config.support_bins),
             Support(-reward_edge, reward_edge, config.support_bins))
 

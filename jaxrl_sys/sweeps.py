@@ -204,22 +204,26 @@ def traceable_keys(plan: Plan, module: Any, env: Any) -> tuple[str, ...]:
     config = plan.configs[0]
     env_ids = jnp.arange(config.num_envs, dtype=jnp.int32)
 
-    def one_step(value: jax.Array, key: str) -> Any:
-        agent = module.make(env, dataclasses.replace(config, **{key: value}))
-        init_fn, step_fn = placement_fns(agent)
-        state, env_state = init_fn(jax.random.PRNGKey(0), env_ids)
-        return step_fn(state, env_state, jax.random.PRNGKey(1))
+    def traces(keys: Sequence[str]) -> bool:
+        """Whether init and one train step trace with `keys` as tracers."""
+        def one_step(values: jax.Array) -> Any:
+            agent = module.make(env, dataclasses.replace(
+                config, **{k: values[i] for i, k in enumerate(keys)}))
+            init_fn, step_fn = placement_fns(agent)
+            state, env_state = init_fn(jax.random.PRNGKey(0), env_ids)
+            return step_fn(state, env_state, jax.random.PRNGKey(1))
 
-    traced = []
-    for key in plan.float_keys:
-        probe = jax.vmap(lambda v, key=key: one_step(v, key), axis_name=DEVICE_AXIS)
+        values = jnp.asarray([[getattr(config, k) for k in keys]], jnp.float32)
         try:
-            jax.eval_shape(probe, jnp.full((1,), getattr(config, key), jnp.float32))
+            jax.eval_shape(jax.vmap(one_step, axis_name=DEVICE_AXIS), values)
         except (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,
                 jax.errors.TracerIntegerConversionError, TypeError):
-            continue
-        traced.append(key)
-    return tuple(traced)
+            return False
+        return True
+
+    if not plan.float_keys or traces(plan.float_keys):  # one trace when all of them can
+        return tuple(plan.float_keys)
+    return tuple(k for k in plan.float_keys if traces([k]))
 
 
 def row_bytes(module: Any, env: Any, config: Any) -> int:

@@ -15,7 +15,7 @@ import pytest
 
 import agents
 import envs
-from jaxrl_sys import RunSpec, run
+from jaxrl_sys import RunSpec, resolve, run
 from jaxrl_sys import sweeps
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -166,3 +166,15 @@ def test_evaluate_picks_a_setting_of_a_sweep(tmp_path, capsys):
     for argv, message in (([], "is a sweep: pick a setting"), (["--setting", "2"], "settings 0..1")):
         assert evaluate_script.main([str(outcome.run_dir), *argv]) == 2
         assert message in capsys.readouterr().err
+
+
+def test_a_float_the_agent_branches_on_is_found_and_kept_static():
+    # MuZero branches on q_range (> 0: a fixed Q scale) in Python: it cannot be traced
+    spec = RunSpec(agent="muzero", env="CartPole-v1", total_steps=2048,
+                   sweep=("learning_rate=1e-3,3e-3", "q_range=0,10"))
+    resolved = resolve(spec, agents.load, envs)
+    plan = sweeps.plan_sweep(resolved)
+    traced = sweeps.traceable_keys(plan, resolved.module, envs.make("CartPole-v1"))
+    assert traced == ("learning_rate",)
+    groups = sweeps.group_settings(plan, traced)
+    assert [g.members for g in groups] == [(0, 2), (1, 3)]  # one program per q_range
