@@ -404,7 +404,7 @@ def _train_group(group: Group, plan: Plan, resolved: ResolvedRun, registry: EnvR
             r.finite = r.finite and bool(ok.all())
         save()
         if spec.progress:
-            best = max((results[m] for m in group.members), key=lambda r: score(r))
+            best = max((r for r in results if r.returns), key=score)  # over all groups
             print(f"group {group.index + 1}/{num_groups} chunk {summary.chunk + 1}/{num_chunks}"
                   f": best so far setting {best.index} ({describe_setting(best.values)}) "
                   f"return {float(np.mean(best.final)):.1f}", file=sys.stderr, flush=True)
