@@ -465,19 +465,25 @@ def batching(spec: RunSpec) -> str:
 
 @dataclasses.dataclass
 class SavedSetting:
-    """One setting of a sweep, restored: what evaluate.py and arena.py use of a run."""
+    """One setting of a sweep, rebuilt as a run of its seeds: what evaluate.py and arena.py
+    use (the same fields and `restore` as `jaxrl_sys.session.SavedRun`)."""
 
+    run_dir: Path
     resolved: ResolvedRun  # the setting's own config; spec without the sweep
     env: Any
     agent: Any
-    carry: Any  # the setting's rows of its group's checkpoint: [seeds, ...]
-    record: dict
+    restore_rows: Callable[[Optional[int]], tuple[Any, dict]]
+
+    def restore(self, chunk: Optional[int] = None) -> tuple[Any, dict]:
+        """The setting's rows of its group's checkpoint (the latest, or after `chunk`):
+        a carry of [seeds, ...], and the checkpoint's record."""
+        return self.restore_rows(chunk)
 
 
 def open_setting(run_dir: Union[str, Path], index: int, load_agent: Callable[[str], Any],
-                 registry: EnvRegistry, chunk: Optional[int] = None) -> SavedSetting:
-    """Setting `index` of the sweep in `run_dir`, restored from its group's checkpoint (the
-    latest, or after `chunk`); devices are set up as the sweep ran."""
+                 registry: EnvRegistry, set_up_devices: bool = True) -> SavedSetting:
+    """Setting `index` of the sweep in `run_dir` (nothing restored yet); with
+    `set_up_devices`, the sweep's devices are requested first."""
     import jax
 
     from jaxrl_sys.checkpoint import Checkpointer
@@ -498,21 +504,25 @@ def open_setting(run_dir: Union[str, Path], index: int, load_agent: Callable[[st
     if group_index is None:
         raise SweepError(f"{run_dir}: setting {index} has not been trained yet")
     members = tuple(groups[group_index])
-    request_devices(spec.devices)
-    enable_compile_cache()
+    if set_up_devices:
+        request_devices(spec.devices)
+        enable_compile_cache()
     env = registry.make(resolved.env_name, **resolved.env_kwargs)
     group = Group(group_index, members, plan.configs[members[0]], tuple(saved["traced"]))
-    iters, _ = chunking(group.config.num_iterations, spec.chunks)
-    runner = group_runner(group, plan, resolved, registry, env, spec.seeds, iters)
-    checkpointer = Checkpointer(Path(run_dir) / f"group-{group_index}", create=False)
-    try:
-        template = runner.init(np.tile(np.asarray(spec.seed_list), len(members)))
-        carry, record = checkpointer.restore(template, chunk)
-    finally:
-        checkpointer.close()
-    first = members.index(index) * spec.seeds
-    carry = jax.tree.map(lambda x: x[first:first + spec.seeds], carry)
+
+    def restore_rows(chunk: Optional[int]) -> tuple[Any, dict]:
+        iters, _ = chunking(group.config.num_iterations, spec.chunks)
+        runner = group_runner(group, plan, resolved, registry, env, spec.seeds, iters)
+        checkpointer = Checkpointer(Path(run_dir) / f"group-{group_index}", create=False)
+        try:
+            template = runner.init(np.tile(np.asarray(spec.seed_list), len(members)))
+            carry, record = checkpointer.restore(template, chunk)
+        finally:
+            checkpointer.close()
+        first = members.index(index) * spec.seeds
+        return jax.tree.map(lambda x: x[first:first + spec.seeds], carry), record
+
     config = plan.configs[index]
     own = dataclasses.replace(resolved, config=config,
                               spec=dataclasses.replace(spec, sweep=(), samples=0))
-    return SavedSetting(own, env, resolved.module.make(env, config), carry, record)
+    return SavedSetting(Path(run_dir), own, env, resolved.module.make(env, config), restore_rows)

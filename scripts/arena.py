@@ -34,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chunk", type=int, default=None, help="checkpoint to load (default: latest)")
     p.add_argument("--seed", type=int, default=0, help="seed of the games")
     p.add_argument("--json", action="store_true", help="end with one JSON line of the results")
+    p.add_argument("--setting", type=int, default=None,
+                   help="RUN_DIR is a sweep: play this setting (its index in sweep.md)")
     return p
 
 
@@ -51,13 +53,24 @@ def check_args(args: argparse.Namespace) -> None:
                                "or a run directory")
 
 
-def open_game_run(run_dir: str, set_up_devices: bool = False):
-    """A saved run of a two-player game (`jaxrl_sys.session.SavedRun`); nothing restored."""
+def open_game_run(run_dir: str, set_up_devices: bool = False, setting: Optional[int] = None):
+    """A saved run of a two-player game (`jaxrl_sys.session.SavedRun`, or a sweep's
+    `setting`); nothing restored."""
     import agents
     import envs
+    from jaxrl_sys import sweeps
+    from jaxrl_sys.run_spec import load_spec
     from jaxrl_sys.session import open_run
 
-    saved = open_run(run_dir, agents.load, envs, set_up_devices=set_up_devices)
+    is_sweep = bool(load_spec(run_dir).sweep)
+    if is_sweep != (setting is not None):
+        raise UsageError(f"{run_dir} is a sweep: pick a setting with --setting N (see its "
+                         "sweep.md)" if is_sweep else "--setting is for sweeps only")
+    if is_sweep:
+        saved = sweeps.open_setting(run_dir, setting, agents.load, envs,
+                                    set_up_devices=set_up_devices)
+    else:
+        saved = open_run(run_dir, agents.load, envs, set_up_devices=set_up_devices)
     if saved.resolved.host or saved.env.spec.num_players != 2:
         raise UsageError(f"{run_dir} is a run of {saved.resolved.env_name}, not of a "
                          "two-player game")
@@ -100,7 +113,7 @@ def opponent_policy(name: str, saved):
 
 def arena_run(args: argparse.Namespace) -> int:
     check_args(args)
-    saved = open_game_run(args.run_dir, set_up_devices=True)
+    saved = open_game_run(args.run_dir, set_up_devices=True, setting=args.setting)
     import jax
     import jax.numpy as jnp
 

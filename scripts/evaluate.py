@@ -48,13 +48,12 @@ def evaluate_run(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.run_dir} is a sweep: pick a setting with --setting N (see its "
                          "sweep.md)" if is_sweep else "--setting is for sweeps only")
     if is_sweep:
-        saved = sweeps.open_setting(args.run_dir, args.setting, agents.load, envs, args.chunk)
-        carry, record = saved.carry, saved.record
+        saved = sweeps.open_setting(args.run_dir, args.setting, agents.load, envs)
     else:
         saved = open_run(args.run_dir, agents.load, envs)
         if saved.resolved.host:
             return evaluate_host_run(args, saved)
-        carry, record = saved.restore(args.chunk)
+    carry, record = saved.restore(args.chunk)
     resolved = saved.resolved
     import jax
     import jax.numpy as jnp

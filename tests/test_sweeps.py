@@ -178,3 +178,20 @@ def test_a_float_the_agent_branches_on_is_found_and_kept_static():
     assert traced == ("learning_rate",)
     groups = sweeps.group_settings(plan, traced)
     assert [g.members for g in groups] == [(0, 2), (1, 3)]  # one program per q_range
+
+
+def test_arena_plays_a_setting_of_a_game_sweep(tmp_path, capsys):
+    arena_script = _script("arena")
+    argv = ["--agent", "muzero", "--env", "TicTacToe-v0", "--set", "model=env",
+            "--set", "num_simulations=4", "--total-steps", "256", "--chunks", "1",
+            "--eval-episodes", "0", "--sweep", "learning_rate=1e-3,3e-3",
+            "--run-root", str(tmp_path), "--no-progress"]
+    assert train_script.main(argv) == 0
+    (run_dir,) = tmp_path.iterdir()
+    capsys.readouterr()
+    assert arena_script.main([str(run_dir), "--setting", "1", "--opponent", "random",
+                              "--games", "4", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["games"] == 4 and result["wins"] + result["draws"] + result["losses"] == 4
+    assert arena_script.main([str(run_dir), "--opponent", "random"]) == 2
+    assert "is a sweep: pick a setting" in capsys.readouterr().err
