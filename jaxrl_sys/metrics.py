@@ -1,4 +1,5 @@
-"""Per-run logging for the training driver: a JSONL file, TensorBoard events and a progress bar.
+"""Per-run logging for the training driver: a JSONL file, TensorBoard events, a progress bar and
+any extra sinks (W&B: jaxrl_sys/wandb_log.py).
 
 The driver calls `RunLogger.log` once per compiled chunk, on the host, so nothing here runs inside
 compiled code. Steps/s is measured between calls; `reset_clock` keeps compile time out of it.
@@ -15,7 +16,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Optional, Union
+from typing import Any, Optional, Protocol, Sequence, Union
 
 import numpy as np
 
@@ -26,6 +27,14 @@ CONFIG_FILE = "config.json"
 TB_DIR = "tb"
 _RESERVED = ("env_steps", "wall_time", "steps_per_second")
 _BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}{postfix}]"
+
+
+class MetricSink(Protocol):
+    """Somewhere else a run's metrics go (e.g. W&B): one record per chunk, then close."""
+
+    def log(self, record: Mapping[str, Scalar]) -> None: ...
+
+    def close(self) -> None: ...
 
 
 def _to_scalar(name: str, value: Any) -> Scalar:
@@ -51,7 +60,8 @@ def format_rate(steps_per_second: float) -> str:
 
 
 class RunLogger:
-    """Writes one run's metrics to `metrics.jsonl`, TensorBoard (`tb/`) and a tqdm progress bar."""
+    """Writes one run's metrics to `metrics.jsonl`, TensorBoard (`tb/`), a tqdm progress bar and
+    any extra sinks."""
 
     def __init__(
         self,
@@ -61,8 +71,10 @@ class RunLogger:
         config: Optional[dict] = None,
         progress: bool = True,
         tensorboard: bool = True,
+        sinks: Sequence[MetricSink] = (),
     ) -> None:
-        """Create the run directory and open the outputs; `config` is written to config.json."""
+        """Create the run directory and open the outputs; `config` is written to config.json.
+        Every record also goes to each of `sinks`, which `close` closes."""
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.total_steps = int(total_steps)
@@ -75,6 +87,7 @@ class RunLogger:
             from tensorboardX import SummaryWriter
 
             self._writer = SummaryWriter(str(self.run_dir / TB_DIR), flush_secs=10)
+        self._sinks = tuple(sinks)
         self._bar = None
         if progress:
             from tqdm import tqdm
@@ -131,6 +144,8 @@ class RunLogger:
                 if key != "env_steps":
                     tb_value = math.nan if value is None else float(value)
                     self._writer.add_scalar(key, tb_value, global_step=env_steps)
+        for sink in self._sinks:
+            sink.log(record)
         self._advance_bar(env_steps, rate, values)
         self._last_time, self._last_steps, self._last_metrics = now, env_steps, values
 
@@ -173,6 +188,8 @@ class RunLogger:
             self._file.close()
             if self._writer is not None:
                 self._writer.close()
+            for sink in self._sinks:
+                sink.close()
             if self._bar is not None:
                 self._bar.close()
         return summary

@@ -42,6 +42,7 @@ class RunSpec:
     target_return: Optional[float] = None  # stop once the mean return reaches it
     run_root: str = "runs"
     progress: bool = True
+    wandb: Optional[str] = None  # Weights & Biases project to log to as well; None: no W&B
     # checkpoints
     checkpoint_every: int = 5  # chunks; 0: only at the end
     keep_checkpoints: int = 3
@@ -68,6 +69,20 @@ class RunSpec:
             raise UsageError(f"eval_episodes must be >= 0, got {self.eval_episodes}")
         if not self.step_timeout > 0:
             raise UsageError(f"step_timeout must be > 0, got {self.step_timeout}")
+        if self.wandb is not None:
+            self._check_wandb()
+
+    def _check_wandb(self) -> None:
+        """W&B logging needs a project name, the wandb package, and a single run."""
+        import importlib.util
+
+        if not self.wandb.strip():
+            raise UsageError("--wandb needs a project name")
+        if self.sweep:
+            raise UsageError("--wandb logs single runs; a sweep's results are its sweep.json, "
+                             "sweep.md and sweep.png")
+        if importlib.util.find_spec("wandb") is None:
+            raise UsageError("--wandb needs the wandb package: pip install -e '.[wandb]'")
 
     @property
     def seed_list(self) -> list[int]:

@@ -68,6 +68,19 @@ class _SilentLogger:
         return {}
 
 
+def _extra_sinks(resolved: ResolvedRun, run_dir: Path) -> list[Any]:
+    """Metric sinks the spec asks for beyond JSONL and TensorBoard: W&B with `--wandb`."""
+    spec = resolved.spec
+    if spec.wandb is None:
+        return []
+    from jaxrl_sys.config import config_to_dict
+    from jaxrl_sys.wandb_log import WandbSink
+
+    config = {"agent": spec.agent, "env": resolved.env_name, "seeds": resolved.seeds,
+              "devices": spec.devices, **config_to_dict(resolved.config)}
+    return [WandbSink(run_dir, spec.wandb, config)]
+
+
 class Session:
     """Logging, checkpoints, the target return and the summary of one run, for any loop."""
 
@@ -89,7 +102,8 @@ class Session:
         self.logger: Any = _SilentLogger()
         if main_process:
             self.logger = RunLogger(run_dir, total_steps=num_chunks * self.steps_per_chunk
-                                    * spec.seeds, progress=spec.progress)
+                                    * spec.seeds, progress=spec.progress,
+                                    sinks=_extra_sinks(resolved, run_dir))
 
     def restore(self, template: Callable[[], Any]) -> Any:
         """The latest checkpoint's carry (shaped like `template()`); training goes on after

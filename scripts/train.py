@@ -45,6 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop once the mean return over seeds reaches this value")
     p.add_argument("--run-root", default=d.run_root, help="directory that holds run directories")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--wandb", default=None, metavar="PROJECT",
+                   help="log metrics and config to this Weights & Biases project as well "
+                        "(needs the wandb extra; WANDB_MODE=offline writes it under the run "
+                        "directory)")
     p.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every,
                    help="save a checkpoint every N chunks (and at the end); 0: only at the end")
     p.add_argument("--keep-checkpoints", type=int, default=d.keep_checkpoints,
@@ -88,7 +92,7 @@ def spec_of(args: argparse.Namespace):
         agent=args.agent, env=args.env, overrides=tuple(args.overrides),
         total_steps=args.total_steps, devices=args.devices, seeds=args.seeds, seed=args.seed,
         chunks=args.chunks, eval_episodes=args.eval_episodes, target_return=args.target_return,
-        run_root=args.run_root, progress=not args.no_progress,
+        run_root=args.run_root, progress=not args.no_progress, wandb=args.wandb,
         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints,
         save_replay=not args.no_save_replay, staleness=args.staleness,
         step_timeout=args.step_timeout, sweep=tuple(args.sweep), samples=args.samples,
