@@ -809,7 +809,8 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         def one_update(state, buffer, k):
             sample_key, reanalyse_key = jax.random.split(k)
             batch, index = sample(buffer, device_key(sample_key, axis_name), local_batch, beta)
-            state, metrics, value_error = update(state, batch, reanalyse_key)
+            state, metrics, value_error = update(state, batch,
+                                                 device_key(reanalyse_key, axis_name))
             buffer = replay.update_priorities(buffer, index, value_error, config.priority_alpha)
             return state, buffer, metrics
 

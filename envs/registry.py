@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
+import importlib.util
 import inspect
 from typing import Any, Callable, Optional, Union
 
@@ -17,6 +18,7 @@ EnvFactory = Callable[..., Env]
 
 GYMNASIUM_PREFIX = "gymnasium:"
 PGX_PREFIX = "pgx:"
+BRAX_PREFIX = "brax:"
 
 # gymnax ids that construct without network access (MNISTBandit-bsuite downloads data).
 # Kept as literals so `names()` and error messages never pay for importing gymnax.
@@ -124,6 +126,12 @@ def make(name: str, *, episode_stats: bool = True, **params: Any) -> Env:
         from envs import pgx_env  # lazy: importing pgx is not free
 
         env = pgx_env.make(name)
+    elif name.startswith(BRAX_PREFIX):
+        if importlib.util.find_spec("brax") is None:
+            raise UnknownEnvError(f"{name} needs brax: pip install -e '.[brax]'")
+        from envs import brax_env  # lazy: importing brax is not free
+
+        env = brax_env.make(name, **params)
     elif name in _OWN:
         env = _make_own(name, params)
     elif name in GYMNAX_NAMES:

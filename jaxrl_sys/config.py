@@ -401,5 +401,7 @@ class RolloutBudget:
 
 
 def env_defaults(config: T, per_env: dict[str, dict[str, Any]], env_name: str) -> T:
-    """`config` with the overrides `per_env` lists for `env_name` (none if it lists none)."""
-    return dataclasses.replace(config, **per_env.get(env_name, {}))
+    """`config` with the overrides `per_env` lists for `env_name`: its own entry, else the
+    entry of its family (`"brax:*"` for `brax:hopper`), else none."""
+    family = env_name.split(":", 1)[0] + ":*" if ":" in env_name else None
+    return dataclasses.replace(config, **per_env.get(env_name, per_env.get(family, {})))

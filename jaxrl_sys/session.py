@@ -176,6 +176,11 @@ class Session:
             (f"did not reach {threshold:g}" if threshold is not None else "no threshold")
         )
         per_seed = ", ".join(f"{r:.1f}" for r in final.returns)
+        if not np.isfinite(final.mean_return):  # long episodes that all end together (Brax)
+            finished = [c for c in result.history if np.isfinite(c.mean_return)]
+            per_seed += ("; no episode ended in the last chunk" + (
+                f", the last that did ended chunk {finished[-1].chunk + 1} at "
+                f"{finished[-1].mean_return:.1f}" if finished else ""))
         greedy = (f"; greedy eval return {float(np.mean(final.eval_returns)):.1f} over "
                   f"{eval_episodes} episodes/seed" if final.eval_returns is not None else "")
         if "eval_win" in final.scalars:

@@ -1,0 +1,192 @@
+"""Our PPO/SAC against Brax's own trainers on one Brax task: `python scripts/bench_brax.py`.
+
+Side by side in one run, on the same env (task, backend, episode bound of 1000), number of
+envs, env steps and hyper-parameters (ours are the task's shipped defaults; Brax's trainer
+gets the same values through its own arguments, its batch arranged so that one update round
+consumes the same env steps, and bootstraps at the time limit as ours does; its networks are
+given our hidden sizes and activation). Reports for each: env-steps/s of training (compilation
+and evaluation excluded: ours from train.py's summary, Brax's the median of its per-epoch
+`training/sps` after the first, which compiles) and the return of a deterministic policy over 16 episodes,
+run by the same evaluator (jaxrl_sys.evaluation on our Brax adapter) for both.
+
+    python scripts/bench_brax.py --env inverted_pendulum --agents ppo
+    python scripts/bench_brax.py --env hopper --agents ppo,sac --steps 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+
+SCRIPTS = Path(__file__).resolve().parent
+RATE = re.compile(r"([\d,]+) env-steps/s")
+EVAL_RETURN = re.compile(r"^return ([-\d.]+) \+- ([\d.]+)", re.MULTILINE)
+EVAL_EPISODES = 16
+
+
+def ours(agent: str, task: str, steps: int, overrides: list[str], root: str) -> dict:
+    """Train with train.py (the task's defaults), then evaluate with evaluate.py."""
+    start = time.perf_counter()
+    train = subprocess.run(
+        [sys.executable, str(SCRIPTS / "train.py"), "--agent", agent, "--env", f"brax:{task}",
+         "--total-steps", str(steps), "--chunks", "4", "--run-root", root, "--no-progress",
+         *[a for o in overrides for a in ("--set", o)]],
+        capture_output=True, text=True)
+    if train.returncode:
+        raise SystemExit(f"error: train.py: {train.stderr.strip()[-400:]}")
+    seconds = time.perf_counter() - start
+    run_dir = sorted(Path(root).iterdir())[-1]
+    evaluation = subprocess.run(
+        [sys.executable, str(SCRIPTS / "evaluate.py"), str(run_dir), "--episodes",
+         str(EVAL_EPISODES)], capture_output=True, text=True)
+    if evaluation.returncode:
+        raise SystemExit(f"error: evaluate.py: {evaluation.stderr.strip()[-400:]}")
+    mean, std = EVAL_RETURN.search(evaluation.stdout).groups()
+    return {"rate": float(RATE.search(train.stdout).group(1).replace(",", "")),
+            "return": float(mean), "std": float(std), "seconds": seconds}
+
+
+def _shim_removed_jax_apis() -> None:
+    """Brax's trainers (0.14) call `jax.device_put_replicated`, which this JAX removed; put
+    back its one-device case (the bench runs Brax's trainer on one device, as ours)."""
+    import jax
+    import jax.numpy as jnp
+
+    def device_put_replicated(tree, devices):
+        if len(devices) != 1:
+            raise NotImplementedError("the shim covers one device")
+        return jax.device_put(jax.tree.map(lambda a: jnp.asarray(a)[None], tree), devices[0])
+
+    jax.device_put_replicated = device_put_replicated
+
+
+def theirs(agent: str, task: str, steps: int, config, backend: str) -> dict:
+    """Brax's own trainer with the same env, envs, steps and hyper-parameters."""
+    import jax
+    import jax.numpy as jnp
+
+    import envs
+    from envs.brax_env import import_brax_envs
+    from jaxrl_sys.evaluation import evaluate
+
+    import_brax_envs()  # quietly, before brax.training imports it
+    _shim_removed_jax_apis()
+    from brax.training.agents.ppo import networks as ppo_networks
+    from brax.training.agents.ppo import train as ppo_train
+    from brax.training.agents.sac import networks as sac_networks
+    from brax.training.agents.sac import train as sac_train
+
+    adapter = envs.make(f"brax:{task}", backend=backend, episode_stats=False)
+    activation = {"tanh": jnp.tanh, "relu": jax.nn.relu, "silu": jax.nn.silu}[config.activation]
+    rates: list[float] = []
+
+    def progress(step: int, metrics: dict) -> None:  # an evaluation at step 0 has no rate
+        if "training/sps" in metrics:
+            rates.append(float(metrics["training/sps"]))
+
+    start = time.perf_counter()
+    if agent == "ppo":
+        network = functools.partial(
+            ppo_networks.make_ppo_networks, policy_hidden_layer_sizes=config.hidden,
+            value_hidden_layer_sizes=config.hidden, activation=activation)
+        make_policy, params, _ = ppo_train.train(
+            adapter.brax_env, num_timesteps=steps, num_envs=config.num_envs,
+            episode_length=adapter.spec.max_episode_steps, unroll_length=config.rollout_steps,
+            batch_size=config.num_envs // config.num_minibatches,
+            num_minibatches=config.num_minibatches, num_updates_per_batch=config.update_epochs,
+            learning_rate=config.learning_rate, entropy_cost=config.ent_coef,
+            discounting=config.gamma, gae_lambda=config.gae_lambda,
+            clipping_epsilon=config.clip_eps, vf_loss_coefficient=config.vf_coef,
+            max_grad_norm=config.max_grad_norm, reward_scaling=config.reward_scale,
+            normalize_observations=config.normalize_obs, bootstrap_on_timeout=True,
+            network_factory=network, num_evals=5, run_evals=False, progress_fn=progress,
+            max_devices_per_host=1)
+    else:
+        network = functools.partial(sac_networks.make_sac_networks,
+                                    hidden_layer_sizes=config.hidden, activation=activation)
+        make_policy, params, _ = sac_train.train(
+            adapter.brax_env, num_timesteps=steps, num_envs=config.num_envs,
+            episode_length=adapter.spec.max_episode_steps, batch_size=config.batch_size,
+            grad_updates_per_step=config.updates_per_step, learning_rate=config.critic_learning_rate,
+            discounting=config.gamma, tau=config.tau, reward_scaling=config.reward_scale,
+            normalize_observations=config.normalize_obs, min_replay_size=config.learning_starts,
+            max_replay_size=config.buffer_size, network_factory=network,
+            # Brax's SAC evaluates at every one of num_evals (128 envs x 1000 steps each);
+            # 3 gives two training epochs, the second's rate free of compilation
+            num_evals=3, progress_fn=progress, max_devices_per_host=1)
+    seconds = time.perf_counter() - start
+    policy = make_policy(params, deterministic=True)
+    greedy = lambda _, obs, key, **kw: policy(obs, key)[0]  # noqa: E731
+    returns, _ = jax.jit(lambda key: evaluate(envs.make(f"brax:{task}", backend=backend),
+                                              greedy, None, key, jnp.arange(EVAL_EPISODES)))(
+        jax.random.PRNGKey(0))
+    returns = jax.device_get(returns)
+    return {"rate": statistics.median(rates[1:] or rates), "return": float(returns.mean()),
+            "std": float(returns.std()), "seconds": seconds}
+
+
+def bench(args: argparse.Namespace) -> int:
+    """Both sides for every agent asked for, then one Markdown table."""
+    import agents
+    import envs
+    from jaxrl_sys.cli import UsageError
+    from jaxrl_sys.config import apply_overrides, split_env_overrides
+
+    config_overrides, env_kwargs = split_env_overrides(args.overrides)
+    if set(env_kwargs) - {"backend"}:
+        raise UsageError("bench_brax.py compares at episode_length 1000; env.backend is the "
+                         "one env setting it takes")
+    backend = str(env_kwargs.get("backend", "generalized"))
+    envs.make(f"brax:{args.env}", backend=backend)  # a bad task or backend: one line
+    rows = []
+    for agent in args.agents.split(","):
+        if agent not in ("ppo", "sac"):
+            raise UsageError(f"--agents: {agent!r} is not ppo or sac")
+        config = apply_overrides(agents.load(agent).default_config(f"brax:{args.env}"),
+                                 config_overrides)
+        steps = args.steps or config.total_steps
+        with tempfile.TemporaryDirectory() as root:
+            our = ours(agent, args.env, steps, args.overrides, root)
+        their = theirs(agent, args.env, steps, config, backend)
+        rows.append((agent, steps, config.num_envs, our, their))
+    print(f"| brax:{args.env} ({backend}) | agent | env steps | envs | return "
+          f"({EVAL_EPISODES} deterministic episodes) | training env-steps/s | wall seconds |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for agent, steps, num_envs, our, their in rows:
+        for name, r in (("jaxrl_sys", our), ("brax.training", their)):
+            print(f"| {name} | {agent} | {steps:,} | {num_envs} | {r['return']:.1f} ± "
+                  f"{r['std']:.1f} | {r['rate']:,.0f} | {r['seconds']:.0f} |")
+        print(f"| ratio (ours / Brax's) | {agent} | | | | {our['rate'] / their['rate']:.2f} | |")
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Exit code: 0 done, 2 bad input, 130 interrupted."""
+    from jaxrl_sys.cli import Parser, UsageError, guarded
+
+    parser = Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="inverted_pendulum", help="Brax task")
+    parser.add_argument("--agents", default="ppo", help="comma-separated: ppo, sac")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="env steps (default: the task's shipped total_steps)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="config override for both sides")
+    import agents
+    import envs
+
+    return guarded(lambda: bench(parser.parse_args(argv)),
+                   (UsageError,) + agents.USER_ERRORS + envs.USER_ERRORS)
+
+
+if __name__ == "__main__":
+    from jaxrl_sys.cli import run_script
+
+    run_script(main)
