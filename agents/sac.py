@@ -107,7 +107,7 @@ _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     # Brax: 128 envs as in Brax's SAC configs (a Brax step on a CPU costs about the same for
     # 1 env as for 128), one update per 4 env steps, observations normalised; not yet tuned
     "brax:*": dict(total_steps=300_000, num_envs=128, rollout_steps=8, updates_per_step=32,
-                   buffer_size=1_000_000, batch_size=256, learning_starts=8192,
+                   buffer_size=2**20, batch_size=256, learning_starts=8192,
                    actor_learning_rate=3e-4, critic_learning_rate=3e-4, alpha_learning_rate=3e-4,
                    hidden=(256, 256), initial_alpha=1.0, normalize_obs=True),
 }

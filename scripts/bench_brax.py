@@ -146,12 +146,14 @@ def bench(args: argparse.Namespace) -> int:
                          "one env setting it takes")
     backend = str(env_kwargs.get("backend", "generalized"))
     envs.make(f"brax:{args.env}", backend=backend)  # a bad task or backend: one line
-    rows = []
-    for agent in args.agents.split(","):
+    configs = {}
+    for agent in args.agents.split(","):  # every config checked before anything trains
         if agent not in ("ppo", "sac"):
             raise UsageError(f"--agents: {agent!r} is not ppo or sac")
-        config = apply_overrides(agents.load(agent).default_config(f"brax:{args.env}"),
-                                 config_overrides)
+        configs[agent] = apply_overrides(
+            agents.load(agent).default_config(f"brax:{args.env}"), config_overrides)
+    rows = []
+    for agent, config in configs.items():
         steps = args.steps or config.total_steps
         with tempfile.TemporaryDirectory() as root:
             our = ours(agent, args.env, steps, args.overrides, root)
@@ -181,9 +183,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         metavar="KEY=VALUE", help="config override for both sides")
     import agents
     import envs
+    from jaxrl_sys.config import ConfigError
 
     return guarded(lambda: bench(parser.parse_args(argv)),
-                   (UsageError,) + agents.USER_ERRORS + envs.USER_ERRORS)
+                   (UsageError, ConfigError) + agents.USER_ERRORS + envs.USER_ERRORS)
 
 
 if __name__ == "__main__":

@@ -256,3 +256,15 @@ def test_fields_renamed_for_consistency_still_accept_their_old_names():
 
     assert apply_overrides(ppo.default_config("CartPole-v1"), ["num_steps=64"]).rollout_steps == 64
     assert apply_overrides(muzero.default_config("CartPole-v1"), ["discount=0.9"]).gamma == 0.9
+
+
+@pytest.mark.parametrize("agent", ["ppo", "sac"])
+def test_brax_defaults_are_valid_for_every_task(agent):
+    """Family defaults ('brax:*') apply to every Brax task and pass validation."""
+    import agents
+
+    module = agents.load(agent)
+    for task in ("ant", "hopper", "inverted_pendulum", "humanoid", "walker2d"):
+        config = module.default_config(f"brax:{task}")
+        config.validate()
+        assert config.normalize_obs and config.num_envs >= 128
