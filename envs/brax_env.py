@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import warnings
 from typing import Any
 
@@ -39,6 +40,9 @@ class BraxEnvState:
 def import_brax_envs() -> Any:
     """`brax.envs`, imported without the noise its dependencies print (mujoco's optional
     warp backend on stdout, a maintenance notice as a warning)."""
+    # MuJoCo picks its OpenGL platform when imported: off-screen EGL unless the user chose
+    # (evaluate.py --render draws Brax tasks with MuJoCo's renderer, with or without a display)
+    os.environ.setdefault("MUJOCO_GL", "egl")
     with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from brax import envs as brax_envs

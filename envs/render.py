@@ -1,4 +1,5 @@
-"""RGB frames of gymnax classic-control states, drawn by Gymnasium's own renderers.
+"""RGB frames of env states: gymnax classic control drawn by Gymnasium's own renderers, Brax
+tasks by Brax's (MuJoCo's renderer).
 
 gymnax envs do not draw themselves; their classic-control states hold the same physical
 quantities as Gymnasium's, so each state is copied into a Gymnasium env made with
@@ -29,7 +30,15 @@ class RenderError(ValueError):
 
 
 def can_render(name: str) -> bool:
-    return name in _CLASSIC or name.startswith("gymnasium:")
+    return name in _CLASSIC or name.startswith(("gymnasium:", "brax:"))
+
+
+def make_renderer(name: str, env: Any) -> "ClassicControlRenderer | BraxRenderer":
+    """The renderer for on-device env `name` (built as `env`): Brax's for `brax:` tasks,
+    Gymnasium's classic-control drawing for the gymnax ones it covers."""
+    if name.startswith("brax:"):
+        return BraxRenderer(env.unwrapped)
+    return ClassicControlRenderer(name)
 
 
 def base_state(state: Any) -> Any:
@@ -99,6 +108,27 @@ class ClassicControlRenderer:
 
     def close(self) -> None:
         self._env.close()
+
+
+class BraxRenderer:
+    """Draws the states of a Brax env with Brax's own MuJoCo renderer (headless via EGL)."""
+
+    def __init__(self, env: Any, height: int = 240, width: int = 320) -> None:
+        from brax.io import image  # MuJoCo's OpenGL platform: see envs.brax_env
+
+        self._render = lambda pipeline_state: image.render_array(
+            env.brax_env.sys, pipeline_state, height=height, width=width)
+
+    def frame(self, state: Any) -> np.ndarray:
+        physics = base_state(state).physics  # envs.brax_env.BraxEnvState
+        try:
+            return np.asarray(self._render(physics.pipeline_state))
+        except Exception as error:  # no OpenGL context on this machine, for one
+            raise RenderError(f"Brax could not render: {type(error).__name__}: "
+                              f"{' '.join(str(error).split())[:200]}") from None
+
+    def close(self) -> None:
+        pass
 
 
 def write_gif(frames: list[np.ndarray], path: str, fps: int = 30) -> None:

@@ -58,11 +58,11 @@ def evaluate_run(args: argparse.Namespace) -> int:
     import jax
     import jax.numpy as jnp
 
-    from envs.render import ClassicControlRenderer, write_gif
+    from envs.render import make_renderer, write_gif
     from jaxrl_sys.evaluation import evaluate
 
-    renderer = ClassicControlRenderer(resolved.env_name) if args.render else None
     eval_env = envs.make_eval(resolved.env_name, **resolved.env_kwargs)
+    renderer = make_renderer(resolved.env_name, eval_env) if args.render else None
     policy = resolved.module.greedy_action(saved.agent)
     episode_ids = jnp.arange(args.episodes)
 

@@ -64,3 +64,16 @@ def test_ppo_and_sac_train_on_a_brax_task(tmp_path, capsys, agent, extra):
                               "--run-root", str(tmp_path), *extra])
     out = capsys.readouterr().out
     assert code == 0 and "final mean return" in out, out
+
+
+def test_brax_renderer_draws_a_state():
+    from envs.render import BraxRenderer, RenderError, can_render
+
+    env = envs.make("brax:inverted_pendulum")
+    assert can_render("brax:inverted_pendulum")
+    _, state = env.reset(jax.random.PRNGKey(0))
+    try:
+        frame = BraxRenderer(env.unwrapped).frame(state)
+    except RenderError as error:  # MuJoCo found no OpenGL platform (EGL) on this machine
+        pytest.skip(str(error))
+    assert frame.shape == (240, 320, 3) and frame.dtype == np.uint8 and frame.max() > 0
