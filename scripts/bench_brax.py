@@ -152,21 +152,19 @@ def bench(args: argparse.Namespace) -> int:
             raise UsageError(f"--agents: {agent!r} is not ppo or sac")
         configs[agent] = apply_overrides(
             agents.load(agent).default_config(f"brax:{args.env}"), config_overrides)
-    rows = []
-    for agent, config in configs.items():
+    print(f"| brax:{args.env} ({backend}) | agent | env steps | envs | return "
+          f"({EVAL_EPISODES} deterministic episodes) | training env-steps/s | wall seconds |")
+    print("|---|---|---:|---:|---:|---:|---:|", flush=True)
+    for agent, config in configs.items():  # each agent's rows as soon as they are measured
         steps = args.steps or config.total_steps
         with tempfile.TemporaryDirectory() as root:
             our = ours(agent, args.env, steps, args.overrides, root)
         their = theirs(agent, args.env, steps, config, backend)
-        rows.append((agent, steps, config.num_envs, our, their))
-    print(f"| brax:{args.env} ({backend}) | agent | env steps | envs | return "
-          f"({EVAL_EPISODES} deterministic episodes) | training env-steps/s | wall seconds |")
-    print("|---|---|---:|---:|---:|---:|---:|")
-    for agent, steps, num_envs, our, their in rows:
         for name, r in (("jaxrl_sys", our), ("brax.training", their)):
-            print(f"| {name} | {agent} | {steps:,} | {num_envs} | {r['return']:.1f} ± "
+            print(f"| {name} | {agent} | {steps:,} | {config.num_envs} | {r['return']:.1f} ± "
                   f"{r['std']:.1f} | {r['rate']:,.0f} | {r['seconds']:.0f} |")
-        print(f"| ratio (ours / Brax's) | {agent} | | | | {our['rate'] / their['rate']:.2f} | |")
+        print(f"| ratio (ours / Brax's) | {agent} | | | | {our['rate'] / their['rate']:.2f} | |",
+              flush=True)
     return 0
 
 
