@@ -171,7 +171,9 @@ def bench(args: argparse.Namespace) -> int:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Exit code: 0 done, 2 bad input, 130 interrupted."""
     from jaxrl_sys.cli import Parser, UsageError, guarded
+    from jaxrl_sys.devices import set_safe_cpu_flags
 
+    set_safe_cpu_flags()  # Brax's trainer under the XLA:CPU flags train.py runs ours with
     parser = Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="inverted_pendulum", help="Brax task")
     parser.add_argument("--agents", default="ppo", help="comma-separated: ppo, sac")
