@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import sys
 import warnings
 from typing import Any
 
@@ -40,9 +41,10 @@ class BraxEnvState:
 def import_brax_envs() -> Any:
     """`brax.envs`, imported without the noise its dependencies print (mujoco's optional
     warp backend on stdout, a maintenance notice as a warning)."""
-    # MuJoCo picks its OpenGL platform when imported: off-screen EGL unless the user chose
-    # (evaluate.py --render draws Brax tasks with MuJoCo's renderer, with or without a display)
-    os.environ.setdefault("MUJOCO_GL", "egl")
+    # MuJoCo picks its OpenGL platform when imported (evaluate.py --render draws Brax tasks
+    # with MuJoCo's renderer): on Linux without a display, off-screen EGL unless the user chose
+    if sys.platform.startswith("linux") and not os.environ.get("DISPLAY"):
+        os.environ.setdefault("MUJOCO_GL", "egl")
     with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from brax import envs as brax_envs
