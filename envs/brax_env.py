@@ -85,18 +85,14 @@ class BraxEnv:
 
     def reset(self, key: jax.Array) -> tuple[jax.Array, BraxEnvState]:
         """A fresh episode (Brax draws the initial pose from `key`)."""
-        physics = self.brax_env.reset(key)
-        physics = physics.replace(reward=jnp.asarray(physics.reward, jnp.float32),
-                                  done=jnp.asarray(physics.done, jnp.float32))
+        physics = _float32_reward_and_done(self.brax_env.reset(key))
         return physics.obs, BraxEnvState(physics, jnp.zeros((), jnp.int32))
 
     def step(self, key: jax.Array, state: BraxEnvState, action: jax.Array):
         """One control step; an episode ends when Brax says so (terminated) or at
         `episode_length` steps (truncated), and the env starts a new one from `key`."""
-        physics = self.brax_env.step(state.physics, jnp.asarray(action, jnp.float32))
-        # some tasks return a Python float reward (inverted_pendulum: 1 per step)
-        physics = physics.replace(reward=jnp.asarray(physics.reward, jnp.float32),
-                                  done=jnp.asarray(physics.done, jnp.float32))
+        physics = _float32_reward_and_done(
+            self.brax_env.step(state.physics, jnp.asarray(action, jnp.float32)))
         steps = state.steps + 1
         terminated = physics.done > 0.5
         truncated = (steps >= self.spec.max_episode_steps) & ~terminated
@@ -112,6 +108,13 @@ class BraxEnv:
             truncated,
             {"final_observation": physics.obs},
         )
+
+
+def _float32_reward_and_done(physics: Any) -> Any:
+    """Brax's state with `reward` and `done` as float32 arrays: some tasks give a Python
+    float reward (inverted_pendulum: 1 per step), which a scan carry cannot hold."""
+    return physics.replace(reward=jnp.asarray(physics.reward, jnp.float32),
+                           done=jnp.asarray(physics.done, jnp.float32))
 
 
 def make(name: str, **params: Any) -> BraxEnv:
