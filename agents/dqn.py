@@ -27,7 +27,7 @@ from jaxrl_sys.learner import (
     TargetNetState, device_key, gradient_step, init_target_net_state, learn_after_warmup,
     learning_rate, local_batch_size, priority_beta, replay_updates,
 )
-from jaxrl_sys.networks import ACTIVATIONS, MLP, Head
+from jaxrl_sys.networks import ACTIVATIONS, MLP, TORSOS, Head, NatureCNN, scan_unroll
 from jaxrl_sys.returns import bootstrap_step, n_step_targets
 from jaxrl_sys.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
 from jaxrl_sys.types import BoundAgent, Discrete, Env, EnvSpec, HostFns, Metrics, Rollout
@@ -65,6 +65,7 @@ class Config(RolloutBudget):
     priority_beta_start: float = 0.4  # annealed to 1 over training
     hidden: tuple[int, ...] = (64, 64)
     activation: str = "relu"
+    torso: str = "mlp"  # or "nature_cnn" (stacked frames, e.g. Atari)
     normalize_obs: bool = False
 
     def validate(self) -> None:
@@ -82,6 +83,7 @@ class Config(RolloutBudget):
                             "epsilon_end", "exploration_fraction", "priority_alpha",
                             "priority_beta_start")
         check_choice(self, "activation", ACTIVATIONS)
+        check_choice(self, "torso", TORSOS)
         check_layer_widths(self, "hidden")
 
 
@@ -99,16 +101,19 @@ def default_config(env_name: str) -> Config:
 
 
 class QNetwork(nn.Module):
-    """MLP Q-network, optionally with a dueling (value + advantage) head."""
+    """Q-network (MLP or Nature conv torso), optionally with a dueling (value + advantage)
+    head."""
 
     num_actions: int
     hidden: tuple[int, ...]
     activation: str
     dueling: bool
+    torso: str = "mlp"
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> jax.Array:
-        x = MLP(self.hidden, self.activation)(obs)
+        x = NatureCNN()(obs) if self.torso == "nature_cnn" else MLP(self.hidden,
+                                                                    self.activation)(obs)
         if not self.dueling:
             return Head(self.num_actions)(x)
         value = Head(1)(x)
@@ -142,7 +147,8 @@ class Agent(BoundAgent):
 def build_network(spec: EnvSpec, config: Config) -> QNetwork:
     if not isinstance(spec.action_space, Discrete):
         raise ConfigError(f"dqn needs discrete actions; {spec.name} has continuous actions")
-    return QNetwork(spec.action_space.n, tuple(config.hidden), config.activation, config.dueling)
+    return QNetwork(spec.action_space.n, tuple(config.hidden), config.activation, config.dueling,
+                    config.torso)
 
 
 def build_optimizer(config: Config) -> optax.GradientTransformation:
@@ -279,7 +285,8 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
                 )
             return state, buffer, metrics
 
-        return replay_updates(one_update, state, buffer, key, config.updates_per_iteration)
+        return replay_updates(one_update, state, buffer, key, config.updates_per_iteration,
+                              unroll=scan_unroll(config.torso, config.updates_per_iteration))
 
     def absorb(state: State, buffer, key):
         """The learning half of an iteration, after its transitions are in `buffer`: learn
@@ -301,10 +308,11 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
 
     def init_replay(num_envs: int):
         """Empty replay rows for `num_envs` envs (env-major, `capacity` steps each)."""
+        obs = jnp.zeros(spec.obs_shape, spec.obs_dtype)  # uint8 frames stay uint8 in replay
         example = {
-            "obs": jnp.zeros(spec.obs_shape, jnp.float32), "action": jnp.zeros((), jnp.int32),
+            "obs": obs, "action": jnp.zeros((), jnp.int32),
             "reward": jnp.zeros((), jnp.float32), "terminated": jnp.zeros((), bool),
-            "truncated": jnp.zeros((), bool), "next_obs": jnp.zeros(spec.obs_shape, jnp.float32),
+            "truncated": jnp.zeros((), bool), "next_obs": obs,
         }
         make_buffer = replay.init_prioritized if config.prioritized else replay.init
         return make_buffer(example, num_envs, capacity)

@@ -30,7 +30,7 @@ from jaxrl_sys.config import (
     ConfigError, RolloutBudget, check_at_least, check_budget, check_choice, check_layer_widths,
     check_positive, check_unit_interval, env_defaults,
 )
-from jaxrl_sys.networks import ACTIVATIONS, ActorCritic
+from jaxrl_sys.networks import ACTIVATIONS, TORSOS, ActorCritic, scan_unroll
 from jaxrl_sys.learner import learning_rate
 from jaxrl_sys.returns import gae
 from jaxrl_sys.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
@@ -63,6 +63,7 @@ class Config(RolloutBudget):
     reward_scale: float = 1.0
     hidden: tuple[int, ...] = (32, 32)
     activation: str = "tanh"
+    torso: str = "mlp"  # or "nature_cnn" (stacked frames, e.g. Atari), shared by both heads
     normalize_obs: bool = False
 
     def validate(self) -> None:
@@ -78,6 +79,7 @@ class Config(RolloutBudget):
         check_positive(self, "learning_rate", "max_grad_norm", "clip_eps", "reward_scale")
         check_unit_interval(self, "gamma", "gae_lambda")
         check_choice(self, "activation", ACTIVATIONS)
+        check_choice(self, "torso", TORSOS)
         check_layer_widths(self, "hidden")
 
 
@@ -152,6 +154,16 @@ _ENV_DEFAULTS.update({
     # greedy 1000 (the most) over 16 episodes after 2M steps
     "brax:inverted_pendulum": dict(_BRAX_DEFAULTS, total_steps=2_000_000),
 })
+# Atari through the host loop (either backend): CleanRL's ppo_atari settings (8 envs x 128
+# steps, 4 minibatches x 4 epochs, lr 2.5e-4 annealed, clip 0.1, entropy 0.01, Nature torso),
+# 10M frames = 2.5M agent steps. Rewards arrive clipped to +-1 (envs.atari).
+_ATARI_DEFAULTS = dict(
+    total_steps=2_500_000, num_envs=8, rollout_steps=128, num_minibatches=4, update_epochs=4,
+    learning_rate=2.5e-4, anneal_lr=True, gamma=0.99, gae_lambda=0.95, clip_eps=0.1,
+    ent_coef=0.01, vf_coef=0.5, clip_value=True, max_grad_norm=0.5, torso="nature_cnn",
+)
+# (envpool's -v5 tasks are its Atari games)
+_ENV_DEFAULTS.update({"gymnasium:ALE/*": _ATARI_DEFAULTS, "envpool:*-v5": _ATARI_DEFAULTS})
 _ENV_DEFAULTS.update({
     # gymnax-blines' settings (agents/Catch-bsuite/ppo.yaml)
     "Catch-bsuite": dict(total_steps=100_000, num_envs=16, learning_rate=5e-4, anneal_lr=False,
@@ -202,9 +214,8 @@ def build_network(spec: EnvSpec, config: Config) -> ActorCritic:
         action_dim, discrete = int(spec.action_space.shape[0]), False
     else:
         action_dim, discrete = spec.action_space.n, True
-    return ActorCritic(
-        action_dim=action_dim, discrete=discrete, hidden=config.hidden, activation=config.activation
-    )
+    return ActorCritic(action_dim=action_dim, discrete=discrete, hidden=config.hidden,
+                       activation=config.activation, torso=config.torso)
 
 
 def build_optimizer(config: Config) -> optax.GradientTransformation:
@@ -354,10 +365,12 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
                 params = optax.apply_updates(params, updates)
                 return (params, opt_state), metrics
 
-            return jax.lax.scan(minibatch_step, (params, opt_state), minibatches)
+            return jax.lax.scan(minibatch_step, (params, opt_state), minibatches,
+                                unroll=scan_unroll(config.torso, config.num_minibatches))
 
         (params, opt_state), metrics = jax.lax.scan(
-            epoch, (state.params, state.opt_state), jnp.arange(config.update_epochs)
+            epoch, (state.params, state.opt_state), jnp.arange(config.update_epochs),
+            unroll=scan_unroll(config.torso, config.update_epochs),
         )
         metrics = collectives.pmean(jax.tree.map(jnp.mean, metrics), axis_name)
         new_state = State(params=params, opt_state=opt_state, iteration=state.iteration + 1,

@@ -22,6 +22,7 @@ from jaxrl_sys import gymnasium_worker
 from jaxrl_sys.types import Box, Discrete, EnvSpec
 
 START_METHODS = ("spawn", "forkserver")
+ATARI_NAMESPACE = "ALE/"  # Gymnasium ids of ale-py's games, run with Atari preprocessing
 
 
 def _one_line(error: BaseException) -> str:
@@ -75,6 +76,19 @@ class GymnasiumEnv:
                 worker=gymnasium_worker.worker,
                 autoreset_mode=AutoresetMode.SAME_STEP,
             )
+
+    def make_one(self, render_mode: str | None = None):
+        """One env in this process (for drawing an episode)."""
+        import gymnasium
+
+        return gymnasium.make(self.env_id, render_mode=render_mode, **self.kwargs)
+
+    def learning_signals(self, reward: np.ndarray, terminated: np.ndarray,
+                         info: dict) -> tuple[np.ndarray, np.ndarray]:
+        """The rewards and terminations the learner sees for one vector step; the logged
+        returns always use the env's own rewards. Unchanged here (see `envs.atari`)."""
+        del info
+        return reward, terminated
 
     def encode_obs(self, obs: np.ndarray) -> np.ndarray:
         """A batch of Gymnasium observations as the agents' float32 arrays (one-hot if Discrete)."""
@@ -133,6 +147,10 @@ def make(env_id: str, **kwargs: Any) -> GymnasiumEnv:
     from gymnasium import error as gym_error
 
     name = f"gymnasium:{env_id}"
+    if env_id.startswith(ATARI_NAMESPACE):
+        from envs import atari
+
+        return atari.make_gymnasium(env_id, **kwargs)
     try:
         env = gymnasium.make(env_id, **kwargs)
     except (gym_error.Error, ModuleNotFoundError) as error:

@@ -17,6 +17,8 @@ from jaxrl_sys.types import Env
 EnvFactory = Callable[..., Env]
 
 GYMNASIUM_PREFIX = "gymnasium:"
+ENVPOOL_PREFIX = "envpool:"
+HOST_PREFIXES = (GYMNASIUM_PREFIX, ENVPOOL_PREFIX)
 PGX_PREFIX = "pgx:"
 BRAX_PREFIX = "brax:"
 
@@ -94,8 +96,8 @@ def register(
     """
     if not isinstance(name, str) or not name:
         raise ValueError("env name must be a non-empty string")
-    if name.startswith(GYMNASIUM_PREFIX):
-        raise ValueError(f"env names starting with {GYMNASIUM_PREFIX!r} are reserved")
+    if name.startswith(HOST_PREFIXES):
+        raise ValueError(f"env names starting with {' or '.join(HOST_PREFIXES)} are reserved")
     if name in GYMNAX_NAMES or name in _OWN:
         raise ValueError(f"env {name!r} is already registered")
     if not (callable(factory) or (isinstance(factory, str) and ":" in factory)):
@@ -144,22 +146,28 @@ def make(name: str, *, episode_stats: bool = True, **params: Any) -> Env:
 
 
 def is_host_env(name: str) -> bool:
-    """Whether `name` is an env run by the host loop (`gymnasium:<id>`), not on device."""
-    return name.startswith(GYMNASIUM_PREFIX)
+    """Whether `name` is an env run by the host loop (`gymnasium:<id>`, `envpool:<task>`),
+    not on device."""
+    return name.startswith(HOST_PREFIXES)
 
 
 def make_host(name: str, **params: Any):
-    """Resolve a `gymnasium:<id>` name into a `GymnasiumEnv` for the host loop.
+    """Resolve a `gymnasium:<id>` name (a `GymnasiumEnv`, params to `gymnasium.make`) or an
+    `envpool:<task>` name (an `EnvpoolEnv`, params to `envpool.make`) for the host loop.
 
-    `params` are passed to `gymnasium.make`. One line errors: unknown id, bad params and
-    unsupported spaces (`UnsupportedEnvError`).
+    One line errors: unknown id, bad params and unsupported spaces (`UnsupportedEnvError`).
     """
     if not is_host_env(name):
         raise UnknownEnvError(f"{name!r} is not a host-loop env (names start with "
-                              f"{GYMNASIUM_PREFIX!r})")
-    env_id = name[len(GYMNASIUM_PREFIX):]
+                              f"{' or '.join(repr(p) for p in HOST_PREFIXES)})")
+    prefix = next(p for p in HOST_PREFIXES if name.startswith(p))
+    env_id = name[len(prefix):]
     if not env_id:
-        raise UnknownEnvError(f"{name!r} names no Gymnasium env id")
+        raise UnknownEnvError(f"{name!r} names no env id")
+    if prefix == ENVPOOL_PREFIX:
+        from envs import envpool_env  # lazy, as below
+
+        return envpool_env.make(env_id, **params)
     from envs import gymnasium_env  # lazy: importing gymnasium is not free
 
     return gymnasium_env.make(env_id, **params)

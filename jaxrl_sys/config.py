@@ -7,6 +7,7 @@ Values are parsed by the field's type hint, so a typo or a wrong type is reporte
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import decimal
 import difflib
 import math
@@ -402,6 +403,10 @@ class RolloutBudget:
 
 def env_defaults(config: T, per_env: dict[str, dict[str, Any]], env_name: str) -> T:
     """`config` with the overrides `per_env` lists for `env_name`: its own entry, else the
-    entry of its family (`"brax:*"` for `brax:hopper`), else none."""
-    family = env_name.split(":", 1)[0] + ":*" if ":" in env_name else None
-    return dataclasses.replace(config, **per_env.get(env_name, per_env.get(family, {})))
+    entry of its family, the longest `*` pattern it matches (`"brax:*"` for `brax:hopper`,
+    `"envpool:*-v5"` for `envpool:Breakout-v5`), else none."""
+    if env_name in per_env:
+        return dataclasses.replace(config, **per_env[env_name])
+    families = [key for key in per_env if "*" in key and fnmatch.fnmatchcase(env_name, key)]
+    overrides = per_env[max(families, key=len)] if families else {}
+    return dataclasses.replace(config, **overrides)

@@ -54,7 +54,8 @@ class HostLoopConfig:
 
 
 class HostEnv(Protocol):
-    """An env run in worker processes (see envs.gymnasium_env.GymnasiumEnv)."""
+    """An env run outside JAX (envs.gymnasium_env.GymnasiumEnv in worker processes,
+    envs.envpool_env.EnvpoolEnv in envpool's threads)."""
 
     name: str
     spec: EnvSpec
@@ -64,6 +65,9 @@ class HostEnv(Protocol):
     def encode_obs(self, obs: np.ndarray) -> np.ndarray: ...
 
     def decode_actions(self, actions: np.ndarray) -> np.ndarray: ...
+
+    def learning_signals(self, reward: np.ndarray, terminated: np.ndarray,
+                         info: dict) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 class HostLoopError(RuntimeError):
@@ -185,7 +189,13 @@ class _Actor(threading.Thread):
                 self.seconds["env"] += now - clock
                 clock = now
                 next_obs = self.env.encode_obs(raw_obs)
-                done = host.record(t, self.obs, action, reward, terminated, truncated, next_obs)
+                # the learner's rewards and terminals (e.g. Atari's clipped rewards and lost
+                # lives); episodes, their returns and autoreset follow the env's own
+                train_reward, train_terminated = self.env.learning_signals(reward, terminated,
+                                                                           info)
+                host.record(t, self.obs, action, train_reward, train_terminated, truncated,
+                            next_obs)
+                done = np.logical_or(terminated, truncated)
                 if done.any():  # SAME_STEP autoreset: the ended episodes' last obs are in info
                     for i in np.flatnonzero(done):
                         host.next_obs[t, i] = self.env.encode_obs(
@@ -209,20 +219,19 @@ class _HostRollout:
 
     def __init__(self, steps: int, example_obs: np.ndarray) -> None:
         num_envs = example_obs.shape[0]
-        self.obs = np.empty((steps, *example_obs.shape), np.float32)
+        self.obs = np.empty((steps, *example_obs.shape), example_obs.dtype)
         self.next_obs = np.empty_like(self.obs)
         self.action: Optional[np.ndarray] = None
         self.reward = np.empty((steps, num_envs), np.float32)
         self.terminated = np.empty((steps, num_envs), bool)
         self.truncated = np.empty((steps, num_envs), bool)
 
-    def record(self, t: int, obs, action, reward, terminated, truncated, next_obs) -> np.ndarray:
-        """Store step t; returns which envs ended an episode at it."""
+    def record(self, t: int, obs, action, reward, terminated, truncated, next_obs) -> None:
+        """Store step t."""
         if self.action is None:
             self.action = np.empty((self.obs.shape[0], *action.shape), action.dtype)
         self.obs[t], self.action[t], self.reward[t] = obs, action, reward
         self.terminated[t], self.truncated[t], self.next_obs[t] = terminated, truncated, next_obs
-        return self.terminated[t] | self.truncated[t]
 
     def rollout(self) -> Rollout:
         return Rollout(self.obs, self.action, self.reward, self.terminated, self.truncated,
@@ -273,7 +282,7 @@ def _act_fn(fns: HostFns) -> Callable:
 def _rollout_shapes(fns: HostFns, env: HostEnv, params: PyTree, act: Callable) -> Rollout:
     """Abstract shapes of one rollout, to compile `learn` before the workers start stepping."""
     b, t = fns.num_envs, fns.rollout_steps
-    obs = jax.ShapeDtypeStruct((b, *env.spec.obs_shape), jnp.float32)
+    obs = jax.ShapeDtypeStruct((b, *env.spec.obs_shape), jnp.dtype(env.spec.obs_dtype))
     action, extras = jax.eval_shape(act, params, obs, jax.random.PRNGKey(0), np.int32(0))
 
     def over_time(x):

@@ -100,16 +100,16 @@ def priority_beta(beta_start: float, iteration: jax.Array, num_iterations: int) 
 
 
 def replay_updates(update: Callable, state: PyTree, buffer: PyTree, key: jax.Array,
-                   num_updates: int) -> tuple[PyTree, PyTree, Metrics]:
+                   num_updates: int, unroll: int = 1) -> tuple[PyTree, PyTree, Metrics]:
     """`num_updates` calls of `update(state, buffer, key) -> (state, buffer, metrics)` in a
-    scan, each with its own key; metrics averaged over them."""
+    scan (`unroll` as lax.scan's), each with its own key; metrics averaged over them."""
     def one_update(carry, k):
         state, buffer = carry
         state, buffer, metrics = update(state, buffer, k)
         return (state, buffer), metrics
 
     keys = jax.random.split(key, num_updates)
-    (state, buffer), metrics = jax.lax.scan(one_update, (state, buffer), keys)
+    (state, buffer), metrics = jax.lax.scan(one_update, (state, buffer), keys, unroll=unroll)
     return state, buffer, jax.tree.map(jnp.mean, metrics)
 
 

@@ -47,7 +47,7 @@ class RunSpec:
     checkpoint_every: int = 5  # chunks; 0: only at the end
     keep_checkpoints: int = 3
     save_replay: bool = True
-    # host loop (gymnasium: envs)
+    # host loop (gymnasium: and envpool: envs)
     staleness: int = 1
     step_timeout: float = 60.0
     # hyper-parameter sweep (jaxrl_sys.sweeps): "key=v1,v2" grids, "key=log:lo:hi" ranges
@@ -188,15 +188,15 @@ def resolve(spec: RunSpec, load_agent: Callable[[str], Any],
 
 
 def _check_host(spec: RunSpec, module: Any) -> None:
-    """What the host loop (gymnasium: envs) does not do, as one-line usage errors."""
+    """What the host loop (gymnasium: and envpool: envs) does not do, as one-line usage errors."""
     if not hasattr(module, "host_fns"):
-        raise UsageError(f"agent {spec.agent!r} has no host loop; gymnasium: envs run with "
-                         "ppo, dqn or sac")
+        raise UsageError(f"agent {spec.agent!r} has no host loop; host-loop envs "
+                         "(gymnasium:, envpool:) run with ppo, dqn or sac")
     if spec.devices != 1 or spec.seeds != 1:
-        raise UsageError("gymnasium: envs run one seed on one device through the host loop; "
-                         "use --devices 1 --seeds 1")
+        raise UsageError("host-loop envs (gymnasium:, envpool:) run one seed on one device "
+                         "through the host loop; use --devices 1 --seeds 1")
     if spec.eval_episodes:
-        raise UsageError("--eval-episodes is not available for gymnasium: envs; training "
+        raise UsageError("--eval-episodes is not available for host-loop envs; training "
                          "returns are reported")
 
 

@@ -215,7 +215,8 @@ def run(spec: RunSpec, load_agent: Callable[[str], Any], registry: EnvRegistry, 
     multi = group is not None and group.multi
     if multi:
         if resolved.host:
-            raise UsageError("gymnasium: envs run in one process (no --coordinator)")
+            raise UsageError("host-loop envs (gymnasium:, envpool:) run in one process "
+                             "(no --coordinator)")
         if spec.devices % group.num_processes:
             raise UsageError(f"--devices {spec.devices} does not divide over "
                              f"{group.num_processes} processes")

@@ -277,7 +277,7 @@ def check_spec(spec: RunSpec, resolved: ResolvedRun) -> None:
         raise SweepError(f"--sweep-batching must be one of {', '.join(SWEEP_BATCHINGS)}, got "
                          f"{spec.sweep_batching!r}")
     if resolved.host:
-        raise SweepError("sweeps need a pure-JAX env; gymnasium: envs run one setting at a time")
+        raise SweepError("sweeps need a pure-JAX env; host-loop envs run one setting at a time")
     if spec.target_return is not None:
         raise SweepError("--target-return stops a run early; a sweep trains every setting to "
                          "the end (its table gives the steps to the threshold)")

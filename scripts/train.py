@@ -1,8 +1,9 @@
 """Train an agent: `python scripts/train.py --agent ppo --env CartPole-v1 --seeds 8`.
 
 A thin front: parses flags into a `jaxrl_sys.RunSpec` and hands it to `jaxrl_sys.run`, which
-checks it, places the agent, trains (on device, or through the host loop for gymnasium: envs),
-logs every chunk and checkpoints. Bad input is reported in one line with exit code 2.
+checks it, places the agent, trains (on device, or through the host loop for gymnasium: and
+envpool: envs), logs every chunk and checkpoints. Bad input is reported in one line with exit
+code 2.
 """
 
 from __future__ import annotations
@@ -75,8 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "another with seeds vmapped (exactly a run of those seeds); auto: map "
                         "on a CPU, vmap on an accelerator")
     p.add_argument("--staleness", type=int, default=d.staleness,
-                   help="host loop (gymnasium: envs): updates the acting parameters may lag "
-                        "the learner by; 0 alternates acting and learning")
+                   help="host loop (gymnasium:, envpool: envs): updates the acting "
+                        "parameters may lag the learner by; 0 alternates acting and learning")
     p.add_argument("--step-timeout", type=float, default=d.step_timeout,
                    help="host loop: seconds an env step may take before the run is stopped")
     return p
