@@ -30,7 +30,9 @@ class RenderError(ValueError):
 
 
 def can_render(name: str) -> bool:
-    return name in _CLASSIC or name.startswith(("gymnasium:", "brax:"))
+    """Whether evaluate.py can draw env `name` (envpool: its Atari games, the -v5 tasks)."""
+    return name in _CLASSIC or name.startswith(("gymnasium:", "brax:")) or (
+        name.startswith("envpool:") and name.endswith("-v5"))
 
 
 def make_renderer(name: str, env: Any) -> "ClassicControlRenderer | BraxRenderer":
@@ -54,18 +56,21 @@ def _headless() -> None:
         os.environ.setdefault(name, value)  # no window, no sound device
 
 
-def gymnasium_episode_frames(env_id: str, kwargs: dict, act: Callable[[np.ndarray, int], Any],
-                             encode_obs: Callable, decode_actions: Callable, seed: int,
-                             max_steps: int = 10_000) -> list[np.ndarray]:
-    """Frames of one episode of Gymnasium env `env_id` drawn by the env itself, acting with
-    `act(obs_batch_of_one, step) -> actions`."""
+def gymnasium_episode_frames(host_env: Any, act: Callable[[np.ndarray, int], Any], seed: int,
+                             max_steps: int = 5_000) -> list[np.ndarray]:
+    """Frames of one episode of a host-loop env (`envs.gymnasium_env.GymnasiumEnv` or
+    `envs.envpool_env.EnvpoolEnv`) drawn by a Gymnasium env of it in this process (an Atari
+    game: the screen in colour), acting with `act(obs_batch_of_one, step) -> actions`, for at
+    most `max_steps` steps (a GIF of a whole Atari game can need gigabytes)."""
     _headless()
     import gymnasium
 
     try:
-        env = gymnasium.make(env_id, render_mode="rgb_array", **kwargs)
+        env = host_env.make_one(render_mode="rgb_array")
     except gymnasium.error.DependencyNotInstalled as error:
-        raise RenderError(f"rendering {env_id} needs: {' '.join(str(error).split())}") from None
+        raise RenderError(f"rendering {host_env.name} needs: "
+                          f"{' '.join(str(error).split())}") from None
+    encode_obs, decode_actions = host_env.encode_obs, host_env.decode_actions
     try:
         obs, _ = env.reset(seed=seed)
         frames = [np.asarray(env.render())]

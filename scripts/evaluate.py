@@ -113,10 +113,8 @@ def evaluate_host_run(args: argparse.Namespace, saved) -> int:
     if args.render is not None:
         act = jax.jit(lambda obs, step: policy(agent_state, obs,
                                                jax.random.fold_in(jax.random.PRNGKey(0), step)))
-        frames = gymnasium_episode_frames(
-            env.env_id, env.kwargs, lambda obs, step: act(obs, np.int32(step)),
-            env.encode_obs, env.decode_actions, seed=args.seed,
-        )
+        frames = gymnasium_episode_frames(env, lambda obs, step: act(obs, np.int32(step)),
+                                          seed=args.seed)
         write_gif(frames, args.render)
         print(f"wrote {args.render} ({len(frames)} frames)")
     return 0
