@@ -196,9 +196,9 @@ def main() -> int:
                         help="MuZero self-play is also timed on this many devices (virtual CPU "
                              "devices where there is no accelerator); 1 skips it")
     parser.add_argument("--sections",
-                        default="ppo,minatar,agents,muzero,replay,host,checkpoint,sweep",
+                        default="ppo,minatar,agents,muzero,replay,host,atari,checkpoint,sweep",
                         help="comma-separated: ppo, minatar, agents, muzero, replay, host, "
-                             "checkpoint, sweep")
+                             "atari, checkpoint, sweep")
     parser.add_argument("--minatar-sizes", default="64,1024",
                         help="env counts of the PPO Breakout-MinAtar rows (64: the default)")
     args = parser.parse_args()
@@ -244,6 +244,9 @@ def main() -> int:
     if "host" in sections:
         print("## Host loop (gymnasium: envs in worker processes)\n")
         print("\n".join(script_table("bench_host.py", "--repeats", str(args.repeats))) + "\n")
+    if "atari" in sections:
+        print("## Atari through the host loop: Gymnasium ALE workers against envpool\n")
+        print("\n".join(script_table("bench_atari.py", "--repeats", str(args.repeats))) + "\n")
     if "checkpoint" in sections:
         print("## Checkpoints (whole carry, one seed, one device)\n")
         print("\n".join(script_table("bench_checkpoint.py")) + "\n")

@@ -16,20 +16,36 @@ import time
 
 
 def raw_steps_per_second(env_name: str, num_envs: int, steps: int) -> float:
-    """Env steps/s of `num_envs` workers stepped with uniformly random actions."""
+    """Env steps/s of `num_envs` envs of host-loop env `env_name` (worker processes or envpool)
+    stepped with uniformly random actions through the host loop's vector interface."""
+    import numpy as np
+
     import envs
+    from jaxrl_sys.types import Discrete
 
     env = envs.make_host(env_name)
+    space = env.spec.action_space
+    rng = np.random.default_rng(0)
+    if isinstance(space, Discrete):
+        actions = [rng.integers(0, space.n, num_envs) for _ in range(64)]
+    else:
+        actions = [rng.uniform(space.low, space.high, (num_envs, *space.shape))
+                   for _ in range(64)]
+    actions = [env.decode_actions(a) for a in actions]
     vector = env.make_vector(num_envs, "spawn")
     try:
-        vector.reset(seed=0)
-        vector.action_space.seed(0)
-        actions = [vector.action_space.sample() for _ in range(64)]
+        vector.reset_async(seed=0)
+        vector.reset_wait()
+
+        def step(t: int) -> None:
+            vector.step_async(actions[t % 64])
+            vector.step_wait()
+
         for t in range(100):  # warm-up
-            vector.step(actions[t % 64])
+            step(t)
         start = time.perf_counter()
         for t in range(steps):
-            vector.step(actions[t % 64])
+            step(t)
         return num_envs * steps / (time.perf_counter() - start)
     finally:
         vector.close()
