@@ -157,3 +157,20 @@ def test_bad_atari_names_and_params_are_one_line_errors(tmp_path, capsys, argv, 
     err = capsys.readouterr().err
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("name", ["envpool:Breakout-v5", "gymnasium:ALE/Breakout-v5"])
+def test_an_episode_is_drawn_in_colour_for_either_backend(name):
+    from envs.render import can_render, gymnasium_episode_frames
+
+    env = envs.make_host(name)
+    assert can_render(name)
+    seen = []
+
+    def fire(obs, step):  # launches the ball and never moves: a short game
+        seen.append(obs)
+        return np.array([1])
+
+    frames = gymnasium_episode_frames(env, fire, seed=0)
+    assert 10 < len(frames) < 5_000 and frames[0].shape == (210, 160, 3)
+    assert seen[0].shape == (1, 4, 84, 84) and seen[0].dtype == np.uint8
