@@ -34,7 +34,7 @@ from jaxrl_sys.learner import (
     TargetNetState, device_key, gradient_step, init_target_net_state, learn_after_warmup,
     learning_rate, local_batch_size, priority_beta, replay_updates,
 )
-from jaxrl_sys.networks import ACTIVATIONS, MLP, Head
+from jaxrl_sys.networks import ACTIVATIONS, MLP, Head, SameConv
 from jaxrl_sys.returns import bootstrap_step, n_step_targets
 from jaxrl_sys.rollout import (
     VecEnvState, episode_metrics, legal_actions, reset_envs, step_envs,
@@ -223,14 +223,15 @@ def normalize_latent(latent: jax.Array) -> jax.Array:
 
 
 class ResidualBlock(nn.Module):
-    """conv-relu-conv plus the input, then relu."""
+    """conv-relu-conv plus the input, then relu (3x3 'SAME' convs whose gradients stay fast
+    inside the training loop on CPU; parameter names as nn.Conv's)."""
 
     channels: int
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        y = nn.relu(nn.Conv(self.channels, (3, 3))(x))
-        return nn.relu(x + nn.Conv(self.channels, (3, 3))(y))
+        y = nn.relu(SameConv(self.channels, name="Conv_0")(x))
+        return nn.relu(x + SameConv(self.channels, name="Conv_1")(y))
 
 
 class ConvTorso(nn.Module):
@@ -241,7 +242,7 @@ class ConvTorso(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        x = nn.relu(nn.Conv(self.channels, (3, 3))(x))
+        x = nn.relu(SameConv(self.channels, name="Conv_0")(x))
         for _ in range(self.blocks):
             x = ResidualBlock(self.channels)(x)
         return x.reshape(x.shape[0], -1)

@@ -74,6 +74,61 @@ class NatureCNN(nn.Module):
         return nn.relu(nn.Dense(512, kernel_init=init)(x))
 
 
+_NHWC = ("NHWC", "HWIO", "NHWC")
+
+
+def _conv(x: jax.Array, kernel: jax.Array, padding) -> jax.Array:
+    return jax.lax.conv_general_dilated(x, kernel, (1, 1), padding, dimension_numbers=_NHWC)
+
+
+@jax.custom_vjp
+def same_conv(x: jax.Array, kernel: jax.Array) -> jax.Array:
+    """Stride-1 'SAME' convolution, x [N, H, W, C] and kernel [kh, kw, C, O] (odd sizes).
+
+    Its gradients are written as convolutions in the same canonical layout, with explicit
+    transposes: autodiff's own gradient convolutions run 5-11x slower on XLA:CPU inside a
+    loop body (a `scan` of updates, an on-device training loop) than outside one; these do
+    not (see README "Notes on XLA:CPU"). The values are the same.
+    """
+    return _conv(x, kernel, "SAME")
+
+
+def _same_conv_fwd(x, kernel):
+    return same_conv(x, kernel), (x, kernel)
+
+
+def _same_conv_bwd(saved, grad_out):
+    x, kernel = saved
+    kh, kw = kernel.shape[:2]
+    # d/dx: the output gradient convolved with the flipped kernel, in and out swapped
+    grad_x = _conv(grad_out, jnp.transpose(jnp.flip(kernel, (0, 1)), (0, 1, 3, 2)), "SAME")
+    # d/dkernel: the input's channels as the batch, the output gradient as the kernel
+    pad = ((kh // 2, kh // 2), (kw // 2, kw // 2))
+    grad_k = _conv(jnp.transpose(x, (3, 1, 2, 0)), jnp.transpose(grad_out, (1, 2, 0, 3)), pad)
+    return grad_x, jnp.transpose(grad_k, (1, 2, 0, 3))
+
+
+same_conv.defvjp(_same_conv_fwd, _same_conv_bwd)
+
+
+class SameConv(nn.Module):
+    """`nn.Conv(features, kernel_size)` with stride 1 and 'SAME' padding (flax's default
+    initialisers) through `same_conv`, whose gradients stay fast inside loops on CPU."""
+
+    features: int
+    kernel_size: tuple[int, int] = (3, 3)
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        kh, kw = self.kernel_size
+        if kh % 2 == 0 or kw % 2 == 0:
+            raise ValueError(f"SameConv needs odd kernel sizes, got {self.kernel_size}")
+        kernel = self.param("kernel", nn.initializers.lecun_normal(),
+                            (kh, kw, x.shape[-1], self.features))
+        bias = self.param("bias", nn.initializers.zeros, (self.features,))
+        return same_conv(x, kernel.astype(x.dtype)) + bias
+
+
 # Observation torsos an agent config may name: "mlp" (its `hidden` widths) or "nature_cnn"
 TORSOS = ("mlp", "nature_cnn")
 
