@@ -1,7 +1,6 @@
 """The execution layer: placements give the same run, and the check_vma trap is avoided."""
 
 import dataclasses
-from functools import partial
 
 import jax
 import jax.numpy as jnp

@@ -1,6 +1,5 @@
 """Replay buffers against a plain reference (the chronological list of rows each env received)."""
 
-import functools
 
 import jax
 import jax.numpy as jnp
