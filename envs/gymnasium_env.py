@@ -22,7 +22,6 @@ from jaxrl_sys import gymnasium_worker
 from jaxrl_sys.types import Box, Discrete, EnvSpec
 
 START_METHODS = ("spawn", "forkserver")
-ATARI_NAMESPACE = "ALE/"  # Gymnasium ids of ale-py's games, run with Atari preprocessing
 
 
 def _one_line(error: BaseException) -> str:
@@ -147,10 +146,6 @@ def make(env_id: str, **kwargs: Any) -> GymnasiumEnv:
     from gymnasium import error as gym_error
 
     name = f"gymnasium:{env_id}"
-    if env_id.startswith(ATARI_NAMESPACE):
-        from envs import atari
-
-        return atari.make_gymnasium(env_id, **kwargs)
     try:
         env = gymnasium.make(env_id, **kwargs)
     except (gym_error.Error, ModuleNotFoundError) as error:

@@ -19,6 +19,7 @@ EnvFactory = Callable[..., Env]
 GYMNASIUM_PREFIX = "gymnasium:"
 ENVPOOL_PREFIX = "envpool:"
 HOST_PREFIXES = (GYMNASIUM_PREFIX, ENVPOOL_PREFIX)
+ATARI_NAMESPACE = "ALE/"  # gymnasium:ALE/<Game>-v5: ale-py's games, preprocessed (envs.atari)
 PGX_PREFIX = "pgx:"
 BRAX_PREFIX = "brax:"
 
@@ -168,6 +169,10 @@ def make_host(name: str, **params: Any):
         from envs import envpool_env  # lazy, as below
 
         return envpool_env.make(env_id, **params)
+    if env_id.startswith(ATARI_NAMESPACE):
+        from envs import atari
+
+        return atari.make_gymnasium(env_id, **params)
     from envs import gymnasium_env  # lazy: importing gymnasium is not free
 
     return gymnasium_env.make(env_id, **params)
