@@ -7,9 +7,9 @@ Values are parsed by the field's type hint, so a typo or a wrong type is reporte
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import decimal
 import difflib
+import fnmatch
 import math
 import types
 import typing
