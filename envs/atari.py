@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from typing import Any
 
 import numpy as np
 
 from envs.errors import EnvParamError, UnknownEnvError, UnsupportedEnvError
-from envs.gymnasium_env import GymnasiumEnv, _one_line
+from envs.gymnasium_env import GymnasiumEnv, _one_line, finite_threshold
 
 INSTALL_HINT = 'pip install -e ".[atari]"'
 MAX_GAME_FRAMES = 108_000  # ALE v5's max_num_frames_per_episode
@@ -97,11 +96,8 @@ def make_gymnasium(env_id: str, clip_rewards: bool = True, episodic_life: bool =
         # ALE truncates a game at 108,000 frames itself (27,000 agent steps at frame skip 4)
         max_steps = spec.max_episode_steps if spec and spec.max_episode_steps else \
             MAX_GAME_FRAMES // ale_preprocessing.FRAME_SKIP
-        threshold = spec.reward_threshold if spec else None
-        if threshold is not None and not math.isfinite(threshold):
-            threshold = None
         return GymnasiumAtariEnv(env_id, kwargs, env.observation_space, env.action_space,
-                                 int(max_steps), threshold, clip_rewards=bool(clip_rewards),
+                                 int(max_steps), finite_threshold(spec), clip_rewards=bool(clip_rewards),
                                  episodic_life=bool(episodic_life))
     finally:
         env.close()

@@ -21,7 +21,7 @@ import numpy as np
 
 from envs.atari import AtariSignals, INSTALL_HINT
 from envs.errors import EnvParamError, UnknownEnvError, UnsupportedEnvError
-from envs.gymnasium_env import _action_space, _obs_shape, _one_line
+from envs.gymnasium_env import _action_space, _obs_shape, _one_line, finite_threshold
 from jaxrl_sys.types import EnvSpec
 
 # envpool Atari settings that make a task the game `gymnasium:ALE/<Game>-v5` plays
@@ -159,7 +159,6 @@ def make(task: str, clip_rewards: bool = True, episodic_life: bool = True,
     except (TypeError, ValueError, RuntimeError) as error:
         raise EnvParamError(f"bad param(s) for env {name!r}: {_one_line(error)}") from None
     obs_space, action_space = spec.observation_space, spec.action_space
-    threshold = getattr(spec.config, "reward_threshold", None)
     env_spec = EnvSpec(
         name=name,
         obs_shape=_obs_shape(name, obs_space),
@@ -168,5 +167,5 @@ def make(task: str, clip_rewards: bool = True, episodic_life: bool = True,
         max_episode_steps=int(spec.config.max_episode_steps),
     )
     return EnvpoolEnv(task, settings, env_spec, atari,
-                      None if threshold is None or not np.isfinite(threshold) else float(threshold),
+                      finite_threshold(spec.config),
                       bool(clip_rewards), bool(episodic_life))

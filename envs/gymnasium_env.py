@@ -24,6 +24,13 @@ from jaxrl_sys.types import Box, Discrete, EnvSpec
 START_METHODS = ("spawn", "forkserver")
 
 
+def finite_threshold(spec: Any) -> float | None:
+    """The return `spec.reward_threshold` names when it is a finite number, else None: some
+    envs register an infinite threshold to say they have none."""
+    threshold = getattr(spec, "reward_threshold", None) if spec is not None else None
+    return float(threshold) if threshold is not None and math.isfinite(threshold) else None
+
+
 def _one_line(error: BaseException) -> str:
     text = " ".join(str(error).split())
     return text or type(error).__name__
@@ -155,10 +162,7 @@ def make(env_id: str, **kwargs: Any) -> GymnasiumEnv:
     try:
         spec = env.spec
         max_steps = spec.max_episode_steps if spec and spec.max_episode_steps else 0
-        threshold = spec.reward_threshold if spec else None
-        if threshold is not None and not math.isfinite(threshold):
-            threshold = None
         return GymnasiumEnv(env_id, kwargs, env.observation_space, env.action_space,
-                            int(max_steps), threshold)
+                            int(max_steps), finite_threshold(spec))
     finally:
         env.close()

@@ -443,6 +443,10 @@ def _shutdown(actor: Optional[_Actor], envs: Any, terminate: bool) -> None:
         actor.stop.set()
         actor.join(timeout=1.0)
         terminate = terminate or actor.is_alive()
+    if not envs.processes:  # an in-process backend (envpool): nothing to reap, close it
+        if actor is None or not actor.is_alive():  # not while the actor may still step it
+            envs.close()
+        return
     if not terminate:
         try:
             envs.close()

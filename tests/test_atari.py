@@ -14,6 +14,7 @@ import envs
 from agents import dqn, ppo
 from envs.atari import AtariSignals
 from envs.envpool_env import EnvpoolVector
+from jaxrl_sys import host_loop
 from jaxrl_sys.networks import ActorCritic, NatureCNN, scan_unroll
 from test_cli import train_script
 
@@ -80,6 +81,14 @@ def test_envpool_vector_resets_in_the_step_that_ends_a_game():
         assert not terminated[ended] and int(info["elapsed_step"][ended]) == 1
     finally:
         vector.close()
+
+
+def test_a_failed_run_closes_the_envpool_pool():
+    vector = envs.make_host("envpool:Breakout-v5").make_vector(2)
+    vector.reset_async(seed=0)
+    vector.reset_wait()
+    host_loop._shutdown(None, vector, terminate=True)  # as after a failure
+    assert vector.closed and vector._pool is None
 
 
 def test_gymnasium_workers_report_lost_lives_and_whole_games():
