@@ -141,9 +141,9 @@ class RunLogger:
         self._file.write(json.dumps(record, allow_nan=False) + "\n")
         if self._writer is not None:
             for key, value in record.items():
-                if key != "env_steps":
-                    tb_value = math.nan if value is None else float(value)
-                    self._writer.add_scalar(key, tb_value, global_step=env_steps)
+                # None: nothing measured (no episode ended in the chunk): no point, not a NaN
+                if key != "env_steps" and value is not None:
+                    self._writer.add_scalar(key, float(value), global_step=env_steps)
         for sink in self._sinks:
             sink.log(record)
         self._advance_bar(env_steps, rate, values)

@@ -81,11 +81,12 @@ def test_reset_clock_with_steps_for_resume(tmp_path: Path) -> None:
 
 def test_tensorboard_events_written(tmp_path: Path) -> None:
     with RunLogger(tmp_path, total_steps=10, progress=False) as logger:
-        logger.log(5, {"mean_return": 1.0, "loss": float("nan")})
+        logger.log(5, {"mean_return": 1.0, "loss": 0.5, "entropy": float("nan")})
     events = list((tmp_path / "tb").glob("events.out.tfevents.*"))
     assert len(events) == 1 and events[0].stat().st_size > 0
     tags = _read_scalar_tags(events[0])
     assert {"mean_return", "loss", "steps_per_second", "wall_time"} <= tags
+    assert "entropy" not in tags  # nothing measured: no point (and no NaN warning)
 
 
 def _read_scalar_tags(path: Path) -> set[str]:
