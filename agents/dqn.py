@@ -37,12 +37,17 @@ DEFAULT_ENV = "CartPole-v1"
 
 @dataclasses.dataclass(frozen=True)
 class Config(RolloutBudget):
-    """DQN hyper-parameters; the defaults solve CartPole-v1."""
+    """DQN hyper-parameters; the defaults solve CartPole-v1 (16 of 16 seeds at 500, greedy).
 
-    total_steps: int = 100_000
+    Short n-step returns need the Huber loss to be close to squared error (returns run to the
+    hundreds; with delta 1 the gradient is sign-only) and more, smoothed target updates: the
+    defaults take 4 gradient steps per 32 env steps and a Polyak target.
+    """
+
+    total_steps: int = 200_000
     num_envs: int = 32
     rollout_steps: int = 1  # vectorised env steps per iteration
-    updates_per_iteration: int = 2  # gradient steps per iteration
+    updates_per_iteration: int = 4  # gradient steps per iteration
     buffer_size: int = 50_000  # transitions per seed, over all envs
     batch_size: int = 256  # global, split over devices
     learning_starts: int = 1_000  # env steps per seed before learning
@@ -51,12 +56,12 @@ class Config(RolloutBudget):
     final_lr_fraction: float = 0.0  # learning rate at the end / learning_rate (0: freezes)
     max_grad_norm: float = 10.0
     gamma: float = 0.99
-    n_step: int = 32  # long returns carry the slow cart-drift failure back quickly
+    n_step: int = 3
     double_q: bool = True
     dueling: bool = False
-    huber_delta: float = 1.0
-    target_update_period: int = 100  # gradient steps between target updates
-    tau: float = 1.0  # 1.0: copy; < 1: Polyak averaging at every target update
+    huber_delta: float = 10.0
+    target_update_period: int = 1  # gradient steps between target updates
+    tau: float = 0.01  # 1.0: copy; < 1: Polyak averaging at every target update
     epsilon_start: float = 1.0
     epsilon_end: float = 0.05
     exploration_fraction: float = 0.25  # of total_steps
@@ -89,9 +94,16 @@ class Config(RolloutBudget):
 
 _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     "CartPole-v1": {},
-    "Acrobot-v1": dict(total_steps=100_000, gamma=0.99, exploration_fraction=0.2),
+    # rl-baselines3-zoo's DQN Acrobot settings (one update of 128 per env step, hard target
+    # copy every 250 updates, 1-step targets): greedy -72.7 over 4 seeds at 100k steps
+    "Acrobot-v1": dict(
+        total_steps=100_000, num_envs=8, rollout_steps=1, updates_per_iteration=8,
+        batch_size=128, buffer_size=50_000, learning_starts=1_000, learning_rate=6.3e-4,
+        anneal_lr=False, gamma=0.99, n_step=1, target_update_period=250, tau=1.0,
+        huber_delta=1.0, exploration_fraction=0.12, epsilon_end=0.1, hidden=(256, 256),
+    ),
     # host loop: one worker process per env; the same updates per env step as on device
-    "gymnasium:CartPole-v1": dict(num_envs=8, rollout_steps=16, updates_per_iteration=8),
+    "gymnasium:CartPole-v1": dict(num_envs=8, rollout_steps=16, updates_per_iteration=16),
     # MinAtar-paper-like DQN (replay 100k, lr 2.5e-4, epsilon to 0.05 over the first 10%),
     # one update of 64 per 4 env steps, 3-step returns, two layers of 256 on the flattened
     # frame, for every MinAtar game. Breakout, 4 seeds at 1M steps: greedy 63.7 ± 21.0 (PPO's
@@ -99,7 +111,7 @@ _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     "*-MinAtar": dict(
         total_steps=1_000_000, num_envs=32, rollout_steps=1, updates_per_iteration=8,
         batch_size=64, buffer_size=100_000, learning_starts=5_000, learning_rate=2.5e-4,
-        anneal_lr=False, gamma=0.99, n_step=3, target_update_period=500,
+        anneal_lr=False, gamma=0.99, n_step=3, target_update_period=500, tau=1.0, huber_delta=1.0,
         exploration_fraction=0.1, epsilon_end=0.05, hidden=(256, 256),
     ),
 }

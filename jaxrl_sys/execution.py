@@ -58,6 +58,24 @@ Settings = dict[str, jax.Array]
 BuildFn = Callable[[Settings], tuple[InitFn, StepFn, Optional[EvalFn]]]
 
 
+def vmap_rows(fn: Callable) -> Callable:
+    """`jax.vmap(fn)` over a leading row axis, except that one row runs unbatched.
+
+    The results are the same; the code is not: XLA:CPU compiles some programs with a batch
+    axis of 1 much slower than without it (Brax's physics loops: 291 against 162 ms per PPO
+    step of 2048 brax:inverted_pendulum envs), and one seed on a device is the common case.
+    """
+    batched = jax.vmap(fn)
+
+    def run(*args: PyTree) -> PyTree:
+        if {x.shape[0] for x in jax.tree.leaves(args)} != {1}:
+            return batched(*args)
+        out = fn(*jax.tree.map(lambda x: x[0], args))
+        return jax.tree.map(lambda x: jnp.expand_dims(x, 0), out)
+
+    return run
+
+
 def placement_fns(agent) -> tuple[InitFn, StepFn]:
     """(init_fn, step_fn) for `place`, or a user's own jit/vmap, from an agent with
     `init(key)`, `init_envs(key, env_ids)` and `train_step(state, env_state, key)` (every
@@ -233,11 +251,11 @@ def place_rows(
     def over_rows(fn: Callable) -> Callable:
         """`fn` over the local rows: all vmapped, or settings mapped with seeds vmapped."""
         if not seeds_per_setting:
-            return jax.vmap(fn)
+            return vmap_rows(fn)
 
         def mapped(*args: PyTree) -> PyTree:
             split = jax.tree.map(lambda x: x.reshape(-1, seeds_per_setting, *x.shape[1:]), args)
-            out = jax.lax.map(lambda a: jax.vmap(fn)(*a), split)
+            out = jax.lax.map(lambda a: vmap_rows(fn)(*a), split)
             return jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), out)
 
         return mapped
