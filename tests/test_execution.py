@@ -10,7 +10,9 @@ from jax.sharding import PartitionSpec as P
 
 import envs
 from agents import ppo
-from jaxrl_sys.execution import DEVICE_AXIS, PlacementError, make_mesh, place, placement_fns
+from jaxrl_sys.execution import (
+    DEVICE_AXIS, PlacementError, make_mesh, place, placement_fns, vmap_rows,
+)
 
 SMALL = dict(num_envs=16, rollout_steps=16, num_minibatches=2, update_epochs=2, total_steps=16 * 16 * 8)
 
@@ -89,3 +91,21 @@ def test_pmean_of_a_replicated_parameter_gradient(check_vma, expected_factor):
     )
     grad = jax.jit(mapped)(jnp.float32(1.0), data)
     np.testing.assert_allclose(grad, expected_factor * data.mean(), rtol=1e-6)
+
+
+def test_one_row_runs_unbatched_with_vmaps_results():
+    """`vmap_rows` gives `jax.vmap`'s results and shapes for one row or many, and runs one
+    row without a batch axis (which XLA:CPU compiles faster for some programs)."""
+    batched = []
+
+    def fn(x, tree):
+        batched.append(type(x).__name__ == "BatchTracer")
+        return {"sum": x.sum() + tree["b"], "scaled": x * tree["b"]}
+
+    for rows in (1, 3):
+        x = jnp.arange(rows * 4, dtype=jnp.float32).reshape(rows, 4)
+        tree = {"b": jnp.arange(rows, dtype=jnp.float32) + 2.0}
+        got = jax.jit(vmap_rows(fn))(x, tree)
+        want = jax.vmap(fn)(x, tree)
+        jax.tree.map(np.testing.assert_array_equal, got, want)
+    assert batched == [False, True, True, True]  # one row unbatched; then vmap_rows, vmap
