@@ -3,7 +3,8 @@
 Side by side in one run, on the same env (task, backend, episode bound of 1000), number of
 envs, env steps and hyper-parameters (ours are the task's shipped defaults; Brax's trainer
 gets the same values through its own arguments, its batch arranged so that one update round
-consumes the same env steps, and bootstraps at the time limit as ours does; its networks are
+consumes the same env steps, and bootstraps at the time limit as ours does where the task marks
+it, else masks the truncated steps (Brax's own way); its networks are
 given our hidden sizes and activation). Reports for each: env-steps/s of training (compilation
 and evaluation excluded: ours from train.py's summary, Brax's the median of its per-epoch
 `training/sps` after the first, which compiles) and the return of a deterministic policy over 16 episodes,
@@ -106,7 +107,11 @@ def theirs(agent: str, task: str, steps: int, config, backend: str) -> dict:
             discounting=config.gamma, gae_lambda=config.gae_lambda,
             clipping_epsilon=config.clip_eps, vf_loss_coefficient=config.vf_coef,
             max_grad_norm=config.max_grad_norm, reward_scaling=config.reward_scale,
-            normalize_observations=config.normalize_obs, bootstrap_on_timeout=True,
+            normalize_observations=config.normalize_obs,
+            # Brax bootstraps at the time limit only for tasks that mark it (`time_out` in
+            # their info, e.g. inverted_pendulum); elsewhere its loss masks truncated steps
+            bootstrap_on_timeout="time_out" in jax.eval_shape(
+                adapter.brax_env.reset, jax.random.PRNGKey(0)).info,
             network_factory=network, num_evals=5, run_evals=False, progress_fn=progress,
             max_devices_per_host=1)
     else:
