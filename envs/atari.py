@@ -97,7 +97,8 @@ def make_gymnasium(env_id: str, clip_rewards: bool = True, episodic_life: bool =
         max_steps = spec.max_episode_steps if spec and spec.max_episode_steps else \
             MAX_GAME_FRAMES // ale_preprocessing.FRAME_SKIP
         return GymnasiumAtariEnv(env_id, kwargs, env.observation_space, env.action_space,
-                                 int(max_steps), finite_threshold(spec), clip_rewards=bool(clip_rewards),
+                                 int(max_steps), finite_threshold(spec),
+                                 clip_rewards=bool(clip_rewards),
                                  episodic_life=bool(episodic_life))
     finally:
         env.close()

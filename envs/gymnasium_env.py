@@ -27,7 +27,7 @@ START_METHODS = ("spawn", "forkserver")
 def finite_threshold(spec: Any) -> float | None:
     """The return `spec.reward_threshold` names when it is a finite number, else None: some
     envs register an infinite threshold to say they have none."""
-    threshold = getattr(spec, "reward_threshold", None) if spec is not None else None
+    threshold = getattr(spec, "reward_threshold", None)
     return float(threshold) if threshold is not None and math.isfinite(threshold) else None
 
 

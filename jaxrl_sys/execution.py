@@ -61,9 +61,10 @@ BuildFn = Callable[[Settings], tuple[InitFn, StepFn, Optional[EvalFn]]]
 def vmap_rows(fn: Callable) -> Callable:
     """`jax.vmap(fn)` over a leading row axis, except that one row runs unbatched.
 
-    The results are the same; the code is not: XLA:CPU compiles some programs with a batch
-    axis of 1 much slower than without it (Brax's physics loops: 291 against 162 ms per PPO
-    step of 2048 brax:inverted_pendulum envs), and one seed on a device is the common case.
+    The values are the same up to rounding; the code is not: XLA:CPU compiles some programs
+    with a batch axis of 1 much slower than without it (Brax's physics loops: 291 against 162
+    ms per PPO step of 2048 brax:inverted_pendulum envs), and one seed on a device is the
+    common case.
     """
     batched = jax.vmap(fn)
 
