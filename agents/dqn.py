@@ -27,7 +27,9 @@ from jaxrl_sys.learner import (
     TargetNetState, device_key, gradient_step, init_target_net_state, learn_after_warmup,
     learning_rate, local_batch_size, priority_beta, replay_updates,
 )
-from jaxrl_sys.networks import ACTIVATIONS, MLP, TORSOS, Head, NatureCNN, scan_unroll
+from jaxrl_sys.networks import (
+    ACTIVATIONS, TORSOS, Head, check_torso_fits, make_torso, scan_unroll,
+)
 from jaxrl_sys.returns import bootstrap_step, n_step_targets
 from jaxrl_sys.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
 from jaxrl_sys.types import BoundAgent, Discrete, Env, EnvSpec, HostFns, Metrics, Rollout
@@ -70,7 +72,7 @@ class Config(RolloutBudget):
     priority_beta_start: float = 0.4  # annealed to 1 over training
     hidden: tuple[int, ...] = (64, 64)
     activation: str = "relu"
-    torso: str = "mlp"  # or "nature_cnn" (stacked frames, e.g. Atari)
+    torso: str = "mlp"  # or "nature_cnn" (stacked frames, e.g. Atari), "grid_cnn" (MinAtar)
     normalize_obs: bool = False
 
     def validate(self) -> None:
@@ -92,6 +94,17 @@ class Config(RolloutBudget):
         check_layer_widths(self, "hidden")
 
 
+# MinAtar-paper-like DQN (replay 100k, lr 2.5e-4, epsilon to 0.05 over the first 10%), one
+# update of 64 per 4 env steps, 3-step returns, two layers of 256 on the flattened frame.
+# 4 seeds at 1M steps, greedy: Breakout 63.7 (PPO's 10M reference: 28), SpaceInvaders 108.8
+# (131); Asterix 1.2 does not learn with them yet (README, "Results")
+_MINATAR: dict[str, Any] = dict(
+    total_steps=1_000_000, num_envs=32, rollout_steps=1, updates_per_iteration=8,
+    batch_size=64, buffer_size=100_000, learning_starts=5_000, learning_rate=2.5e-4,
+    anneal_lr=False, gamma=0.99, n_step=3, target_update_period=500, tau=1.0, huber_delta=1.0,
+    exploration_fraction=0.1, epsilon_end=0.05, hidden=(256, 256),
+)
+
 _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     "CartPole-v1": {},
     # rl-baselines3-zoo's DQN Acrobot settings (one update of 128 per env step, hard target
@@ -104,17 +117,10 @@ _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     ),
     # host loop: one worker process per env; the same updates per env step as on device
     "gymnasium:CartPole-v1": dict(num_envs=8, rollout_steps=16, updates_per_iteration=16),
-    # MinAtar-paper-like DQN (replay 100k, lr 2.5e-4, epsilon to 0.05 over the first 10%),
-    # one update of 64 per 4 env steps, 3-step returns, two layers of 256 on the flattened
-    # frame, for every MinAtar game. 4 seeds at 1M steps, greedy: Breakout 63.7 (PPO's 10M
-    # reference: 28), SpaceInvaders 108.8 (131); Asterix 1.2 and Freeway 3.4 do not learn
-    # with them yet (README, "Results")
-    "*-MinAtar": dict(
-        total_steps=1_000_000, num_envs=32, rollout_steps=1, updates_per_iteration=8,
-        batch_size=64, buffer_size=100_000, learning_starts=5_000, learning_rate=2.5e-4,
-        anneal_lr=False, gamma=0.99, n_step=3, target_update_period=500, tau=1.0, huber_delta=1.0,
-        exploration_fraction=0.1, epsilon_end=0.05, hidden=(256, 256),
-    ),
+    # MinAtar-paper-like DQN (see _MINATAR) for every MinAtar game
+    "*-MinAtar": _MINATAR,
+    # Freeway: the MinAtar paper's conv torso; the flattened MLP peaked at 16 and fell to 3.4
+    "Freeway-MinAtar": {**_MINATAR, "torso": "grid_cnn", "hidden": (128,)},
 }
 
 
@@ -124,8 +130,8 @@ def default_config(env_name: str) -> Config:
 
 
 class QNetwork(nn.Module):
-    """Q-network (MLP or Nature conv torso), optionally with a dueling (value + advantage)
-    head."""
+    """Q-network (an MLP or conv torso, see `networks.TORSOS`), optionally with a dueling
+    (value + advantage) head."""
 
     num_actions: int
     hidden: tuple[int, ...]
@@ -135,8 +141,7 @@ class QNetwork(nn.Module):
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> jax.Array:
-        x = NatureCNN()(obs) if self.torso == "nature_cnn" else MLP(self.hidden,
-                                                                    self.activation)(obs)
+        x = make_torso(self.torso, self.hidden, self.activation)(obs)
         if not self.dueling:
             return Head(self.num_actions)(x)
         value = Head(1)(x)
@@ -170,6 +175,7 @@ class Agent(BoundAgent):
 def build_network(spec: EnvSpec, config: Config) -> QNetwork:
     if not isinstance(spec.action_space, Discrete):
         raise ConfigError(f"dqn needs discrete actions; {spec.name} has continuous actions")
+    check_torso_fits(config.torso, spec.obs_shape, spec.name)
     return QNetwork(spec.action_space.n, tuple(config.hidden), config.activation, config.dueling,
                     config.torso)
 

@@ -30,7 +30,9 @@ from jaxrl_sys.config import (
     ConfigError, RolloutBudget, check_at_least, check_budget, check_choice, check_layer_widths,
     check_positive, check_unit_interval, env_defaults,
 )
-from jaxrl_sys.networks import ACTIVATIONS, TORSOS, ActorCritic, scan_unroll
+from jaxrl_sys.networks import (
+    ACTIVATIONS, TORSOS, ActorCritic, check_torso_fits, scan_unroll,
+)
 from jaxrl_sys.learner import learning_rate
 from jaxrl_sys.returns import gae
 from jaxrl_sys.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
@@ -63,7 +65,7 @@ class Config(RolloutBudget):
     reward_scale: float = 1.0
     hidden: tuple[int, ...] = (32, 32)
     activation: str = "tanh"
-    torso: str = "mlp"  # or "nature_cnn" (stacked frames, e.g. Atari), shared by both heads
+    torso: str = "mlp"  # or "nature_cnn" (Atari frames), "grid_cnn" (MinAtar): shared by both heads
     normalize_obs: bool = False
 
     def validate(self) -> None:
@@ -214,6 +216,7 @@ def build_network(spec: EnvSpec, config: Config) -> ActorCritic:
         action_dim, discrete = int(spec.action_space.shape[0]), False
     else:
         action_dim, discrete = spec.action_space.n, True
+    check_torso_fits(config.torso, spec.obs_shape, spec.name)
     return ActorCritic(action_dim=action_dim, discrete=discrete, hidden=config.hidden,
                        activation=config.activation, torso=config.torso)
 

@@ -9,6 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl_sys.config import ConfigError
+
 ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "tanh": nn.tanh,
     "relu": nn.relu,
@@ -129,8 +131,41 @@ class SameConv(nn.Module):
         return same_conv(x, kernel.astype(x.dtype)) + bias
 
 
-# Observation torsos an agent config may name: "mlp" (its `hidden` widths) or "nature_cnn"
-TORSOS = ("mlp", "nature_cnn")
+class GridCNN(nn.Module):
+    """The MinAtar paper's torso (Young & Tian, 2019) for small channels-last grids
+    [B, H, W, C] (MinAtar's 10x10xC): one 3x3 'SAME' conv of 16 channels, then `hidden` layers.
+    The conv sees which objects are next to which, which a flattened MLP must learn per cell."""
+
+    hidden: Sequence[int]
+    activation: str = "relu"
+    channels: int = 16
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x = nn.relu(SameConv(self.channels)(x.astype(jnp.float32)))
+        return MLP(self.hidden, self.activation)(x)
+
+
+# Observation torsos an agent config may name: "mlp" (its `hidden` widths), "nature_cnn"
+# (stacked Atari frames) or "grid_cnn" (small grids such as MinAtar's, then `hidden`)
+TORSOS = ("mlp", "nature_cnn", "grid_cnn")
+
+
+def check_torso_fits(torso: str, obs_shape: Sequence[int], env_name: str) -> None:
+    """Refuse a conv torso for observations that are not images (one line, not a traceback)."""
+    if torso != "mlp" and len(obs_shape) != 3:
+        layout = "[C, H, W] stacked frames" if torso == "nature_cnn" else "[H, W, C] grids"
+        raise ConfigError(f"torso={torso} needs image observations ({layout}); {env_name} "
+                          f"observations have shape {tuple(obs_shape)}")
+
+
+def make_torso(torso: str, hidden: Sequence[int], activation: str) -> nn.Module:
+    """The observation torso a config names (one of `TORSOS`)."""
+    if torso == "nature_cnn":
+        return NatureCNN()
+    if torso == "grid_cnn":
+        return GridCNN(tuple(hidden), activation)
+    return MLP(tuple(hidden), activation)
 
 
 def scan_unroll(torso: str, length: int) -> int:
@@ -155,7 +190,7 @@ class Head(nn.Module):
 
 
 class ActorCritic(nn.Module):
-    """Separate actor and critic MLPs, or (torso "nature_cnn") one conv torso shared by both.
+    """Separate actor and critic MLPs, or (a conv torso) one torso shared by both.
 
     Discrete: returns (logits, value). Continuous: returns ((mean, log_std), value) with a
     state-independent log standard deviation, as is standard for PPO.
@@ -168,8 +203,8 @@ class ActorCritic(nn.Module):
     torso: str = "mlp"
 
     def setup(self) -> None:
-        if self.torso == "nature_cnn":
-            self.shared_torso = NatureCNN()
+        if self.torso != "mlp":
+            self.shared_torso = make_torso(self.torso, self.hidden, self.activation)
         else:
             self.actor_torso = MLP(self.hidden, self.activation)
             self.critic_torso = MLP(self.hidden, self.activation)
@@ -180,16 +215,16 @@ class ActorCritic(nn.Module):
 
     def value(self, obs: jax.Array) -> jax.Array:
         """State value V(obs), shape [batch]."""
-        torso = self.shared_torso if self.torso == "nature_cnn" else self.critic_torso
+        torso = self.shared_torso if self.torso != "mlp" else self.critic_torso
         return self._value_head(torso(obs))
 
     def policy(self, obs: jax.Array):
         """Policy parameters: logits, or (mean, log_std) broadcast to the batch."""
-        torso = self.shared_torso if self.torso == "nature_cnn" else self.actor_torso
+        torso = self.shared_torso if self.torso != "mlp" else self.actor_torso
         return self._policy_head(torso(obs))
 
     def __call__(self, obs: jax.Array):
-        if self.torso == "nature_cnn":  # the torso once for both heads
+        if self.torso != "mlp":  # the torso once for both heads
             features = self.shared_torso(obs)
             return self._policy_head(features), self._value_head(features)
         return self.policy(obs), self.value(obs)

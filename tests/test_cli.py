@@ -42,6 +42,7 @@ def run_train(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
         (["--agent", "dqn", "--env", "Pendulum-v1"], "dqn needs discrete actions"),
         (["--agent", "dqn", "--devices", "3"], "num_envs=32 does not divide over 3 devices"),
         (["--agent", "dqn", "--set", "gamma=1.5"], "gamma must be in [0, 1]"),
+        (["--agent", "dqn", "--set", "torso=grid_cnn"], "torso=grid_cnn needs image observations"),
         (["--agent", "muzero", "--env", "Pendulum-v1"], "muzero needs discrete actions"),
         (["--agent", "muzero", "--set", "search=alphazero"], "search must be one of"),
         (["--agent", "muzero", "--env", "TicTacToe-v0", "--set", "env.opponent=expert"],

@@ -46,3 +46,37 @@ def test_same_conv_equals_flax_conv_in_values_and_gradients():
     chex.assert_trees_all_close(grads(ours), grads(flax_conv), atol=1e-5)
     with pytest.raises(ValueError, match="odd kernel sizes"):
         SameConv(4, (2, 2)).init(jax.random.PRNGKey(0), x)
+
+
+def test_grid_torso_convolves_neighbours_and_is_shared_by_both_ppo_heads():
+    """The MinAtar torso: a 3x3 conv of 16 channels over [B, H, W, C] grids (bool cast to
+    float), then the hidden layers; PPO shares it between actor and critic; DQN's Q-network
+    takes it; non-image observations are refused with one line."""
+    from agents import dqn
+    from jaxrl_sys.config import ConfigError
+    from jaxrl_sys.networks import ActorCritic, GridCNN, check_torso_fits
+
+    grid = jax.random.bernoulli(jax.random.PRNGKey(0), 0.2, (2, 10, 10, 4))
+    torso = GridCNN(hidden=(32,))
+    params = torso.init(jax.random.PRNGKey(1), grid)
+    assert params["params"]["SameConv_0"]["kernel"].shape == (3, 3, 4, 16)
+    assert params["params"]["MLP_0"]["Dense_0"]["kernel"].shape == (10 * 10 * 16, 32)
+    features = torso.apply(params, grid)
+    assert features.shape == (2, 32)
+    np.testing.assert_allclose(features, torso.apply(params, grid.astype(jnp.float32)))
+
+    net = ActorCritic(action_dim=3, discrete=True, hidden=(32,), activation="relu",
+                      torso="grid_cnn")
+    net_params = net.init(jax.random.PRNGKey(2), grid)
+    assert set(net_params["params"]) == {"shared_torso", "actor_head", "critic_head"}
+    logits, value = net.apply(net_params, grid)
+    assert logits.shape == (2, 3) and value.shape == (2,)
+
+    q_net = dqn.QNetwork(num_actions=5, hidden=(32,), activation="relu", dueling=False,
+                         torso="grid_cnn")
+    assert q_net.apply(q_net.init(jax.random.PRNGKey(3), grid), grid).shape == (2, 5)
+
+    check_torso_fits("grid_cnn", (10, 10, 4), "Asterix-MinAtar")
+    check_torso_fits("mlp", (4,), "CartPole-v1")
+    with pytest.raises(ConfigError, match=r"torso=grid_cnn needs image observations .* \(4,\)"):
+        check_torso_fits("grid_cnn", (4,), "CartPole-v1")
