@@ -64,3 +64,22 @@ def test_prioritized_dueling_variant_trains_and_updates_priorities():
     leaves = tree[:, tree.shape[1] // 2:]
     filled = leaves[leaves > 0]
     assert filled.size == 64 * 8 and np.unique(filled).size > 10  # priorities moved off max
+
+
+def test_minatar_conv_defaults_train_on_two_devices():
+    """The per-game MinAtar defaults that name the conv torso (Asterix, Freeway) build it on
+    the [10, 10, C] frames, run placed over two devices and move every parameter."""
+    config = dqn.default_config("Asterix-MinAtar")
+    assert config.torso == "grid_cnn" and dqn.default_config("Breakout-MinAtar").torso == "mlp"
+    config = dataclasses.replace(config, total_steps=2048, num_envs=8, learning_starts=256,
+                                 buffer_size=1024)
+    agent = dqn.make(envs.make("Asterix-MinAtar"), config)
+    runner = place(*placement_fns(agent), num_envs=8, num_devices=2, iters_per_chunk=64)
+    carry = runner.init(np.arange(1))
+    initial = jax.device_get(carry.agent_state.params)
+    carry, metrics = runner.run_chunk(carry)
+    assert np.isfinite(np.asarray(metrics["loss"])[0][-10:]).all()
+    params = jax.device_get(carry.agent_state.params)  # leading seed axis
+    assert params["params"]["GridCNN_0"]["SameConv_0"]["kernel"].shape[-4:] == (3, 3, 4, 16)
+    moved = jax.tree.map(lambda a, b: np.abs(a - b).max(), params, initial)
+    assert min(jax.tree.leaves(moved)) > 0
