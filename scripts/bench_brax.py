@@ -6,9 +6,12 @@ gets the same values through its own arguments, its batch arranged so that one u
 consumes the same env steps, and bootstraps at the time limit as ours does where the task marks
 it, else masks the truncated steps (Brax's own way); its networks are
 given our hidden sizes and activation). Reports for each: env-steps/s of training (compilation
-and evaluation excluded: ours from train.py's summary, Brax's the median of its per-epoch
-`training/sps` after the first, which compiles) and the return of a deterministic policy over 16 episodes,
-run by the same evaluator (jaxrl_sys.evaluation on our Brax adapter) for both.
+and evaluation excluded: ours from train.py's summary, run with no greedy evaluation at chunk
+ends; Brax's the median of its per-epoch `training/sps` after the first, which compiles, so
+Brax's also leaves out SAC's replay prefill, which ours counts), the wall seconds of the
+whole run (compilation and Brax's own evaluations included), and the return of a
+deterministic policy over 16 episodes, run by the same evaluator (jaxrl_sys.evaluation on our
+Brax adapter) for both.
 
     python scripts/bench_brax.py --env inverted_pendulum --agents ppo
     python scripts/bench_brax.py --env hopper --agents ppo,sac --steps 1000000
@@ -38,7 +41,8 @@ def ours(agent: str, task: str, steps: int, overrides: list[str], root: str) -> 
     start = time.perf_counter()
     train = subprocess.run(
         [sys.executable, str(SCRIPTS / "train.py"), "--agent", agent, "--env", f"brax:{task}",
-         "--total-steps", str(steps), "--chunks", "4", "--run-root", root, "--no-progress",
+         "--total-steps", str(steps), "--chunks", "4", "--eval-episodes", "0",
+         "--run-root", root, "--no-progress",
          *[a for o in overrides for a in ("--set", o)]],
         capture_output=True, text=True)
     if train.returncode:
