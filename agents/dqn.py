@@ -122,7 +122,8 @@ _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     # Freeway: the MinAtar paper's conv torso; the flattened MLP peaked at 16 and fell to 3.4
     "Freeway-MinAtar": {**_MINATAR, "torso": "grid_cnn", "hidden": (128,)},
     # Asterix: Dopamine's MinAtar DQN (1-step targets, batch 32, a target copy every 1000 env
-    # steps, epsilon to 0.01) with the conv torso; the family's settings stayed at 1.2
+    # steps, epsilon to 0.01) with the conv torso: 21.5 over 4 seeds at 1M steps (PPO's 10M
+    # reference: 15); the family's settings stayed at 1.2
     "Asterix-MinAtar": {**_MINATAR, "torso": "grid_cnn", "hidden": (128,), "n_step": 1,
                         "batch_size": 32, "target_update_period": 250, "epsilon_end": 0.01},
 }
