@@ -41,7 +41,7 @@ from jaxrl_sys.config import (
     ConfigError, RolloutBudget, check_at_least, check_budget, check_choice, check_layer_widths,
     check_positive, check_unit_interval, env_defaults,
 )
-from jaxrl_sys.learner import device_key
+from jaxrl_sys.learner import device_key, when_ready
 from jaxrl_sys.networks import ACTIVATIONS
 from jaxrl_sys.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
 from jaxrl_sys.types import BoundAgent, Box, Env, HostFns, Metrics
@@ -430,15 +430,17 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         )
         learn = state.env_steps >= config.learning_starts
 
-        def one_update(state, u):
-            sample_key, grad_key = jax.random.split(jax.random.fold_in(key, u))
-            batch, _ = replay.sample(buffer, device_key(sample_key, axis_name), local_batch)
-            new_state, metrics = update(state, batch, grad_key)
-            state = jax.tree.map(lambda n, o: jnp.where(learn, n, o), new_state, state)
-            return state, metrics
+        def updates(state, buffer, key):
+            def one_update(state, u):
+                sample_key, grad_key = jax.random.split(jax.random.fold_in(key, u))
+                batch, _ = replay.sample(buffer, device_key(sample_key, axis_name), local_batch)
+                return update(state, batch, grad_key)
 
-        state, metrics = jax.lax.scan(one_update, state, jnp.arange(config.updates_per_step))
-        metrics = jax.tree.map(lambda m: jnp.where(learn, jnp.mean(m), 0.0), metrics)
+            state, metrics = jax.lax.scan(one_update, state, jnp.arange(config.updates_per_step))
+            return state, buffer, jax.tree.map(jnp.mean, metrics)
+
+        state, buffer, metrics = when_ready(learn, updates, state, buffer, key)
+        metrics = jax.tree.map(lambda m: jnp.where(learn, m, 0.0), metrics)
         return state, buffer, metrics, learn.astype(jnp.float32)
 
     def transition(obs, action, reward, terminated, next_obs) -> dict:

@@ -1,8 +1,8 @@
 """Pieces that several learners share: the learning-rate schedule, each device's share of a
 global batch and its own random stream, and the warm-up gate of off-policy agents.
 
-The gate keeps one compiled program for the whole run: the learner step is computed every
-iteration and its result kept only once enough data has been collected.
+The gate keeps one compiled program for the whole run: a conditional runs the learner step
+only once enough data has been collected.
 """
 
 from __future__ import annotations
@@ -43,16 +43,6 @@ def device_key(key: jax.Array, axis_name: Optional[str]) -> jax.Array:
     replay sample positions) draws from this key, or every device would draw the same numbers.
     """
     return jax.random.fold_in(key, collectives.axis_index(axis_name))
-
-
-def keep_where(ready: jax.Array, new: PyTree, old: PyTree) -> PyTree:
-    """`new` where `ready`, else `old`, leaf by leaf (both trees have the same structure)."""
-    return jax.tree.map(lambda n, o: jnp.where(ready, n, o), new, old)
-
-
-def nan_unless(ready: jax.Array, metrics: Metrics) -> Metrics:
-    """Metrics that are NaN before learning starts, so chunk means skip the warm-up."""
-    return jax.tree.map(lambda m: jnp.where(ready, m, jnp.nan), metrics)
 
 
 @struct.dataclass
@@ -115,10 +105,20 @@ def replay_updates(update: Callable, state: PyTree, buffer: PyTree, key: jax.Arr
 
 def learn_after_warmup(ready: jax.Array, learn: Callable, state: TargetNetState, buffer: PyTree,
                        key: jax.Array) -> tuple[TargetNetState, PyTree, Metrics]:
-    """`learn(state, buffer, key)` kept only once `ready` (NaN metrics before), and the
-    iteration counted either way: one compiled program for warm-up and learning."""
-    learned, new_buffer, metrics = learn(state, buffer, key)
-    state = keep_where(ready, learned, state)
-    buffer = keep_where(ready, new_buffer, buffer)
-    metrics = nan_unless(ready, metrics)
+    """`learn(state, buffer, key)` once `ready`, else the state and buffer unchanged with NaN
+    metrics; the iteration is counted either way."""
+    state, buffer, metrics = when_ready(ready, learn, state, buffer, key)
     return state.replace(iteration=state.iteration + 1), buffer, metrics
+
+
+def when_ready(ready: jax.Array, learn: Callable, state: PyTree, buffer: PyTree,
+               key: jax.Array) -> tuple[PyTree, PyTree, Metrics]:
+    """`learn(state, buffer, key) -> (state, buffer, metrics)` run only where `ready`, else
+    `(state, buffer, NaN metrics)`: the warm-up costs no updates. One `lax.cond`, so one
+    compiled program; `ready` must be the same on every device (collectives run inside), and
+    under vmapped seeds the cond becomes a select that computes both sides."""
+    def skip(state, buffer, key):
+        shapes = jax.eval_shape(learn, state, buffer, key)[2]
+        return state, buffer, jax.tree.map(lambda m: jnp.full(m.shape, jnp.nan, m.dtype), shapes)
+
+    return jax.lax.cond(ready, learn, skip, state, buffer, key)

@@ -5,13 +5,13 @@ envs, env steps and hyper-parameters (ours are the task's shipped defaults; Brax
 gets the same values through its own arguments, its batch arranged so that one update round
 consumes the same env steps, and bootstraps at the time limit as ours does where the task marks
 it, else masks the truncated steps (Brax's own way); its networks are
-given our hidden sizes and activation). Reports for each: env-steps/s of training (compilation
-and evaluation excluded: ours from train.py's summary, run with no greedy evaluation at chunk
-ends; Brax's the median of its per-epoch `training/sps` after the first, which compiles, so
-Brax's also leaves out SAC's replay prefill, which ours counts), the wall seconds of the
-whole run (compilation and Brax's own evaluations included), and the return of a
-deterministic policy over 16 episodes, run by the same evaluator (jaxrl_sys.evaluation on our
-Brax adapter) for both.
+given our hidden sizes and activation). Reports for each: env-steps/s of training over the
+second half of the run's steps (ours from train.py's per-chunk log, run with no greedy
+evaluation at chunk ends; Brax's the `training/sps` of the second of two training epochs), so
+neither side's rate holds compilation, evaluation or SAC's replay prefill; the wall seconds of
+the whole run (compilation, the prefill, our final checkpoint and Brax's own evaluations
+included); and the return of a deterministic policy over 16 episodes, run by the same
+evaluator (jaxrl_sys.evaluation on our Brax adapter) for both.
 
     python scripts/bench_brax.py --env inverted_pendulum --agents ppo
     python scripts/bench_brax.py --env hopper --agents ppo,sac --steps 1000000
@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 SCRIPTS = Path(__file__).resolve().parent
-RATE = re.compile(r"([\d,]+) env-steps/s")
 EVAL_RETURN = re.compile(r"^return ([-\d.]+) \+- ([\d.]+)", re.MULTILINE)
 EVAL_EPISODES = 16
 
@@ -55,8 +54,17 @@ def ours(agent: str, task: str, steps: int, overrides: list[str], root: str) -> 
     if evaluation.returncode:
         raise SystemExit(f"error: evaluate.py: {evaluation.stderr.strip()[-400:]}")
     mean, std = EVAL_RETURN.search(evaluation.stdout).groups()
-    return {"rate": float(RATE.search(train.stdout).group(1).replace(",", "")),
+    return {"rate": second_half_rate(run_dir / "metrics.jsonl"),
             "return": float(mean), "std": float(std), "seconds": seconds}
+
+
+def second_half_rate(metrics_file: Path) -> float:
+    """Env-steps/s over the run's second half of chunks, from train.py's per-chunk log: the
+    window Brax's rate covers (its second and last training epoch, see `theirs`)."""
+    chunks = [json.loads(line) for line in metrics_file.read_text().splitlines()]
+    middle, last = chunks[len(chunks) // 2 - 1], chunks[-1]
+    return ((last["env_steps"] - middle["env_steps"])
+            / (last["train_seconds"] - middle["train_seconds"]))
 
 
 def _shim_removed_jax_apis() -> None:
@@ -91,7 +99,7 @@ def theirs(agent: str, task: str, steps: int, config, backend: str) -> dict:
 
     adapter = envs.make(f"brax:{task}", backend=backend, episode_stats=False)
     activation = {"tanh": jnp.tanh, "relu": jax.nn.relu, "silu": jax.nn.silu}[config.activation]
-    rates: list[float] = []
+    rates: list[float] = []  # num_evals=3: two training epochs; the second is the measured half
 
     def progress(step: int, metrics: dict) -> None:  # an evaluation at step 0 has no rate
         if "training/sps" in metrics:
@@ -116,7 +124,7 @@ def theirs(agent: str, task: str, steps: int, config, backend: str) -> dict:
             # their info, e.g. inverted_pendulum); elsewhere its loss masks truncated steps
             bootstrap_on_timeout="time_out" in jax.eval_shape(
                 adapter.brax_env.reset, jax.random.PRNGKey(0)).info,
-            network_factory=network, num_evals=5, run_evals=False, progress_fn=progress,
+            network_factory=network, num_evals=3, run_evals=False, progress_fn=progress,
             max_devices_per_host=1)
     else:
         network = functools.partial(sac_networks.make_sac_networks,
@@ -128,8 +136,6 @@ def theirs(agent: str, task: str, steps: int, config, backend: str) -> dict:
             discounting=config.gamma, tau=config.tau, reward_scaling=config.reward_scale,
             normalize_observations=config.normalize_obs, min_replay_size=config.learning_starts,
             max_replay_size=config.buffer_size, network_factory=network,
-            # Brax's SAC evaluates at every one of num_evals (128 envs x 1000 steps each);
-            # 3 gives two training epochs, the second's rate free of compilation
             num_evals=3, progress_fn=progress, max_devices_per_host=1)
     seconds = time.perf_counter() - start
     policy = make_policy(params, deterministic=True)
@@ -138,7 +144,7 @@ def theirs(agent: str, task: str, steps: int, config, backend: str) -> dict:
                                               greedy, None, key, jnp.arange(EVAL_EPISODES)))(
         jax.random.PRNGKey(0))
     returns = jax.device_get(returns)
-    return {"rate": statistics.median(rates[1:] or rates), "return": float(returns.mean()),
+    return {"rate": rates[-1], "return": float(returns.mean()),
             "std": float(returns.std()), "seconds": seconds}
 
 
