@@ -127,8 +127,9 @@ _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     "gymnasium:CartPole-v1": dict(num_envs=8, rollout_steps=16, updates_per_iteration=16),
     # MinAtar-paper-like DQN (see _MINATAR) for every MinAtar game
     "*-MinAtar": _MINATAR,
-    # Freeway: Dopamine's MinAtar DQN (above); one seed reached 54.2 at 300k steps, where the
-    # family's settings with the conv torso reached 19.5 and the flattened MLP fell to 3.4
+    # Freeway: Dopamine's MinAtar DQN (above): greedy 44.2 over 4 seeds at 1M steps (three
+    # at 58-59, one greedy policy stalled at 1.3; training return 57.1); the family's
+    # settings fell to 3.4
     "Freeway-MinAtar": _MINATAR_DOPAMINE,
     # Asterix: Dopamine's MinAtar DQN: 21.5 over 4 seeds at 1M steps (PPO's 10M reference:
     # 15); the family's settings stayed at 1.2
