@@ -46,6 +46,10 @@ def _with_replay_of(carry: PyTree, template: PyTree) -> PyTree:
     return dataclasses.replace(carry, env_state=env_state.replace(replay=template.env_state.replay))
 
 
+# what orbax says when the saved tree and the one asked for differ (by kind of difference)
+LAYOUT_MISMATCH = ("tree structures do not match", "Structure mismatch")
+
+
 class Checkpointer:
     """Save and restore one run's checkpoints under `run_dir/checkpoints/<chunk>/`."""
 
@@ -106,6 +110,11 @@ class Checkpointer:
                 chunk, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract))
             ).state
         except Exception as error:  # orbax raises many kinds for damaged files
+            if any(words in str(error) for words in LAYOUT_MISMATCH):
+                raise CheckpointError(
+                    f"cannot restore checkpoint {where}: its state is laid out otherwise than "
+                    "this version of the agent builds (saved by another jaxrl_sys version?)"
+                ) from None
             message = " ".join(str(error).split())[:300]
             raise CheckpointError(
                 f"cannot restore checkpoint {where}: {type(error).__name__}: {message}"

@@ -118,3 +118,20 @@ def test_divergence_stops_with_a_resumable_last_good_checkpoint(tmp_path):
     resumed = run_train("--resume", str(run_dir))
     assert f"resuming {run_dir} after chunk 0" in resumed.stderr
     assert resumed.returncode == 1  # the same config diverges again, from the restored state
+
+
+def test_state_of_another_layout_is_named_as_such(tmp_path):
+    """A checkpoint whose state tree differs from what this version builds (an agent whose
+    optimiser state changed shape) is refused with a message that says so."""
+    from jaxrl_sys.checkpoint import CheckpointError
+
+    saved = {"opt_state": {"mu": np.zeros(3, np.float32)}}
+    checkpointer = Checkpointer(tmp_path)
+    checkpointer.save(0, saved, {})
+    checkpointer.close()
+    checkpointer = Checkpointer(tmp_path, create=False)
+    try:
+        with pytest.raises(CheckpointError, match="laid out otherwise than this version"):
+            checkpointer.restore({"opt_state": np.zeros(3, np.float32)})
+    finally:
+        checkpointer.close()
