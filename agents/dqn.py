@@ -60,6 +60,10 @@ class Config(RolloutBudget):
     gamma: float = 0.99
     n_step: int = 3
     double_q: bool = True
+    # advantage learning (Bellemare et al. 2016): the target is lowered by this times the
+    # taken action's gap to the best under the target network, which widens small gaps
+    # between actions; 0 is plain DQN
+    advantage_learning: float = 0.0
     dueling: bool = False
     huber_delta: float = 10.0
     target_update_period: int = 1  # gradient steps between target updates
@@ -88,7 +92,7 @@ class Config(RolloutBudget):
         check_positive(self, "learning_rate", "max_grad_norm", "huber_delta", "tau")
         check_unit_interval(self, "gamma", "tau", "final_lr_fraction", "epsilon_start",
                             "epsilon_end", "exploration_fraction", "priority_alpha",
-                            "priority_beta_start")
+                            "priority_beta_start", "advantage_learning")
         check_choice(self, "activation", ACTIVATIONS)
         check_choice(self, "torso", TORSOS)
         check_layer_widths(self, "hidden")
@@ -256,8 +260,13 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
             batch.reward, next_values, batch.terminated, batch.truncated, batch.valid,
             config.gamma,
         )
+        taken = batch.action[:, 0, None].astype(jnp.int32)
+        if config.advantage_learning:
+            q_target_now = jax.lax.stop_gradient(network.apply(target_params, batch.obs[:, 0]))
+            gap = jnp.max(q_target_now, axis=-1) - jnp.take_along_axis(q_target_now, taken, -1)[:, 0]
+            targets = targets - config.advantage_learning * gap
         q = network.apply(params, batch.obs[:, 0])
-        q_taken = jnp.take_along_axis(q, batch.action[:, 0, None].astype(jnp.int32), axis=-1)[:, 0]
+        q_taken = jnp.take_along_axis(q, taken, axis=-1)[:, 0]
         td_error = q_taken - targets
         loss = jnp.mean(batch.weights * optax.huber_loss(td_error, delta=config.huber_delta))
         return loss, (td_error, jnp.mean(q_taken))

@@ -83,3 +83,23 @@ def test_minatar_conv_defaults_train_on_two_devices():
     assert params["params"]["GridCNN_0"]["SameConv_0"]["kernel"].shape[-4:] == (3, 3, 4, 16)
     moved = jax.tree.map(lambda a, b: np.abs(a - b).max(), params, initial)
     assert min(jax.tree.leaves(moved)) > 0
+
+
+def test_advantage_learning_lowers_the_target_by_the_action_gap():
+    """With `advantage_learning` a, every TD error grows by a * (max_b Q'(s, b) - Q'(s, a)),
+    Q' the target network (at init, the online one)."""
+    env = envs.make("CartPole-v1")
+    plain = dqn.default_config("CartPole-v1")
+    batch = random_batch(jax.random.PRNGKey(0), 32, plain.n_step, 4)
+
+    def td_errors(config):
+        agent = dqn.make(env, config, axis_name=None)
+        state = agent.init(jax.random.PRNGKey(1))
+        return state, np.asarray(jax.jit(agent.update)(state, batch)[2])
+
+    state, plain_td = td_errors(plain)
+    _, al_td = td_errors(dataclasses.replace(plain, advantage_learning=0.5))
+    q = np.asarray(dqn.build_network(env.spec, plain).apply(state.target_params, batch.obs[:, 0]))
+    gap = q.max(axis=-1) - q[np.arange(32), np.asarray(batch.action[:, 0])]
+    assert gap.max() > 1e-3  # the case is not trivial
+    np.testing.assert_allclose(al_td - plain_td, 0.5 * gap, rtol=1e-4, atol=1e-5)
