@@ -263,7 +263,8 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         taken = batch.action[:, 0, None].astype(jnp.int32)
         if config.advantage_learning:
             q_target_now = jax.lax.stop_gradient(network.apply(target_params, batch.obs[:, 0]))
-            gap = jnp.max(q_target_now, axis=-1) - jnp.take_along_axis(q_target_now, taken, -1)[:, 0]
+            q_target_taken = jnp.take_along_axis(q_target_now, taken, axis=-1)[:, 0]
+            gap = jnp.max(q_target_now, axis=-1) - q_target_taken
             targets = targets - config.advantage_learning * gap
         q = network.apply(params, batch.obs[:, 0])
         q_taken = jnp.take_along_axis(q, taken, axis=-1)[:, 0]
