@@ -1,4 +1,5 @@
-"""scripts/evaluate.py and scripts/plot.py on a short training's run directory."""
+"""scripts/evaluate.py and scripts/plot.py on a short training's run directory;
+scripts/pendulum_optimum.py on a coarse grid."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ def _load(name: str):
 
 
 train, evaluate, plot = _load("train"), _load("evaluate"), _load("plot")
+pendulum_optimum = _load("pendulum_optimum")
 
 
 @pytest.fixture(scope="module")
@@ -90,3 +92,17 @@ def test_evaluate_a_gymnasium_run_through_the_host_loop(tmp_path, capsys):
     assert re.search(r"^return \d+\.\d \+- \d+\.\d, length", out, re.M), out
     with Image.open(gif) as image:
         assert image.n_frames > 1
+
+
+def test_pendulum_dp_policy_swings_every_start_up_near_the_optimum():
+    returns = pendulum_optimum.dp_policy_returns(60, 61, 9, starts=512, seed=7)
+    # the default 720x641 grid gives -136.7 over 4096 starts; left hanging costs ~-1000
+    assert -150.0 < float(returns.mean()) < -125.0
+    assert float(returns.min()) > -400.0  # even from the bottom, swung up
+    assert float(returns.max()) > -1.0  # a start near upright costs almost nothing
+
+
+def test_pendulum_optimum_refuses_a_bad_grid_in_one_line(capsys):
+    assert pendulum_optimum.main(["--grid", "7x3"]) == 2
+    assert capsys.readouterr().err.strip() == \
+        "pendulum_optimum.py: --grid '7x3': at least 8 points per axis"
