@@ -73,6 +73,8 @@ CASES: tuple[LearningCase, ...] = (
     LearningCase("ppo", "Pendulum-v1", -200.0),
     LearningCase("dqn", "CartPole-v1", 475.0),
     LearningCase("sac", "Pendulum-v1", -200.0),
+    LearningCase("sac", "MountainCarContinuous-v0", 90.0,
+                 note="the flag is worth 100; correlated exploration noise finds it"),
     LearningCase("ppo", "gymnasium:CartPole-v1", 475.0, eval_every=4,
                  note="host loop: one seed at a time; greedy evaluation in worker processes "
                       "every 4th chunk (evaluations cost seconds each)"),

@@ -181,17 +181,20 @@ def resolve(spec: RunSpec, load_agent: Callable[[str], Any],
     else:
         eval_episodes = 0 if host else getattr(module, "DEFAULT_EVAL_EPISODES", 0)
     if host:
-        _check_host(spec, module)
+        _check_host(spec, module, config)
     else:
         check_placement(config.num_envs, spec.devices, eval_episodes)
     return ResolvedRun(spec, module, env_name, config, env_kwargs, host, eval_episodes)
 
 
-def _check_host(spec: RunSpec, module: Any) -> None:
+def _check_host(spec: RunSpec, module: Any, config: Any) -> None:
     """What the host loop (gymnasium: and envpool: envs) does not do, as one-line usage errors."""
     if not hasattr(module, "host_fns"):
         raise UsageError(f"agent {spec.agent!r} has no host loop; host-loop envs "
                          "(gymnasium:, envpool:) run with ppo, dqn or sac")
+    problem = getattr(module, "host_config_problem", lambda config: None)(config)
+    if problem:
+        raise UsageError(problem)
     if spec.devices != 1 or spec.seeds != 1:
         raise UsageError("host-loop envs (gymnasium:, envpool:) run one seed on one device "
                          "through the host loop; use --devices 1 --seeds 1")

@@ -19,7 +19,7 @@ from jaxrl_sys import learning_check as lc
 
 SEEDS = [0, 1, 2, 3]
 DEVICE_CASES = ["ppo:CartPole-v1", "ppo:Acrobot-v1", "ppo:Pendulum-v1", "dqn:CartPole-v1",
-                "sac:Pendulum-v1"]
+                "sac:Pendulum-v1", "sac:MountainCarContinuous-v0"]
 
 
 def check(result: lc.CaseResult) -> None:
