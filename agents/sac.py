@@ -107,10 +107,12 @@ class Config(RolloutBudget):
 # Per-env defaults: tuned so that the default command solves the env.
 _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     "Pendulum-v1": {},
-    # Gaussian noise, white, never finds the flag (greedy 0.0 at 50k steps on 4 seeds);
-    # noise that keeps 95% of itself from step to step (a time scale of 20 steps) swings
-    # the car up: greedy 94.1, every seed at 94 (0.9: 62.2, one seed stuck; 0.99: 93.7)
-    "MountainCarContinuous-v0": dict(total_steps=50_000, noise_correlation=0.95),
+    # White Gaussian noise never finds the flag (greedy 0.0 at 50k steps on 4 seeds). Noise
+    # that keeps 95% of itself from step to step (a time scale of 20 steps) swings the car
+    # up: at 50k steps every seed's training return is past 90 but the greedy policy of 2 of
+    # 16 seeds still misses the flag in some episodes; at 100k every one of 16 seeds ends at
+    # 94.3 or more natively and under AVX (0.9: one seed of 4 stuck at 50k; 0.99: as 0.95)
+    "MountainCarContinuous-v0": dict(total_steps=100_000, noise_correlation=0.95),
     # host loop: one worker process per env; short rollouts keep the acting policy fresh
     "gymnasium:Pendulum-v1": dict(rollout_steps=10),
     # Brax: 128 envs as in Brax's SAC configs (a Brax step on a CPU costs about the same for
