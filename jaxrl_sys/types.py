@@ -163,3 +163,6 @@ class HostAgentDef(AgentDef, Protocol):
 
     def host_fns(self, agent: Any) -> HostFns:
         """The same act and update, on rollouts that the host loop collects."""
+
+    # optional: `host_config_problem(config) -> Optional[str]`, one line naming what a config
+    # asks that the host loop does not do (the run is refused with it before anything starts)
