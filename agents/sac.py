@@ -156,15 +156,15 @@ def tanh_gaussian_sample(
     return jnp.tanh(u), tanh_gaussian_log_prob(mean, log_std, u)
 
 
-# ------------------------------------------------------------------------------------ networks
-
-
 def correlated_noise(last: jax.Array, fresh: jax.Array, correlation: float) -> jax.Array:
     """One step of an AR(1) process with unit variance: `correlation` of the last noise kept,
     the rest fresh standard normal noise; `fresh` itself (white noise) when it is 0."""
     if correlation == 0.0:
         return fresh
     return correlation * last + math.sqrt(1.0 - correlation**2) * fresh
+
+
+# ------------------------------------------------------------------------------------ networks
 
 
 def _dense(features: int, scale: float = 1.0) -> nn.Dense:
