@@ -1,7 +1,9 @@
-"""What every agent shares, and the run layer: `from jaxrl_sys import RunSpec, run`.
+"""jaxrl_sys: `from jaxrl_sys import RunSpec, run` trains any registered agent on any env.
 
-The run layer's names are imported on first use, so that `import jaxrl_sys.<module>` stays
-cheap and sets up no device.
+Layers, one folder each: `core` (primitives), `envs`, `agents`, `runtime` (the run machinery),
+`tools` (benchmark, learning checks, arena) and `commands` (the console entry points). The
+names below are imported on first use, so that `import jaxrl_sys.<module>` stays cheap and sets
+up no device.
 """
 
 from __future__ import annotations
@@ -10,17 +12,17 @@ import importlib
 from typing import Any
 
 _RUN_LAYER = {
-    "RunSpec": "jaxrl_sys.run_spec",
-    "ResolvedRun": "jaxrl_sys.run_spec",
-    "UsageError": "jaxrl_sys.run_spec",
-    "resolve": "jaxrl_sys.run_spec",
-    "load_spec": "jaxrl_sys.run_spec",
-    "run": "jaxrl_sys.session",
-    "Session": "jaxrl_sys.session",
-    "RunOutcome": "jaxrl_sys.session",
-    "TrainingStopped": "jaxrl_sys.session",
-    "sweep": "jaxrl_sys.sweeps",
-    "SweepOutcome": "jaxrl_sys.sweeps",
+    "RunSpec": "jaxrl_sys.runtime.run_spec",
+    "ResolvedRun": "jaxrl_sys.runtime.run_spec",
+    "UsageError": "jaxrl_sys.runtime.run_spec",
+    "resolve": "jaxrl_sys.api",
+    "load_spec": "jaxrl_sys.runtime.run_spec",
+    "run": "jaxrl_sys.api",
+    "Session": "jaxrl_sys.runtime.session",
+    "RunOutcome": "jaxrl_sys.runtime.session",
+    "TrainingStopped": "jaxrl_sys.runtime.session",
+    "sweep": "jaxrl_sys.api",
+    "SweepOutcome": "jaxrl_sys.runtime.sweeps",
 }
 
 __all__ = sorted(_RUN_LAYER)

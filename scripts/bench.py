@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from jaxrl_sys.timing import median_seconds
+from jaxrl_sys.tools.timing import median_seconds
 
 
 def raw_env_steps_per_second(env_name: str, num_envs: int, steps: int, repeats: int) -> float:
@@ -23,8 +23,8 @@ def raw_env_steps_per_second(env_name: str, num_envs: int, steps: int, repeats: 
     import jax
     import jax.numpy as jnp
 
-    import envs
-    from jaxrl_sys.rollout import reset_envs, step_envs
+    from jaxrl_sys import envs
+    from jaxrl_sys.core.rollout import reset_envs, step_envs
 
     env = envs.make(env_name)
     n_actions = env.spec.action_space.n
@@ -55,9 +55,9 @@ def agent_steps_per_second(
     import jax
     import numpy as np
 
-    import agents
-    import envs
-    from jaxrl_sys.execution import place, placement_fns
+    from jaxrl_sys import agents
+    from jaxrl_sys import envs
+    from jaxrl_sys.runtime.execution import place, placement_fns
 
     module = agents.load(agent_name)
     config = module.default_config(env_name)
@@ -79,7 +79,7 @@ def agent_steps_per_second(
 
 
 def ppo_table(env_name: str, sizes: list[int], repeats: int) -> list[str]:
-    from agents import ppo
+    from jaxrl_sys.agents import ppo
 
     rollout_steps = ppo.default_config(env_name).rollout_steps
     rows = [
@@ -99,7 +99,7 @@ def agents_table(repeats: int) -> list[str]:
     """Default-config training throughput of each off-policy agent on its default env."""
     rows = ["| agent | env | envs | env-steps/s (acting + learning) |", "|---|---|---:|---:|"]
     for name in ("dqn", "sac"):
-        import agents
+        from jaxrl_sys import agents
 
         module = agents.load(name)
         config = module.default_config(module.DEFAULT_ENV)
@@ -119,9 +119,9 @@ def search_simulations_per_second(
     import jax
     import jax.numpy as jnp
 
-    import envs
-    from agents import muzero
-    from jaxrl_sys.rollout import legal_actions, reset_envs
+    from jaxrl_sys import envs
+    from jaxrl_sys.agents import muzero
+    from jaxrl_sys.core.rollout import legal_actions, reset_envs
 
     env = envs.make(env_name)
     config = dataclasses.replace(
@@ -141,7 +141,7 @@ def search_simulations_per_second(
 def muzero_table(repeats: int, devices: int) -> list[str]:
     """Search throughput at batch 256 x 32 simulations, default-config self-play rates, and
     CartPole self-play on 1 and on `devices` devices side by side (the same global batch)."""
-    from agents import muzero
+    from jaxrl_sys.agents import muzero
 
     rows = ["| what | env | setting | rate |", "|---|---|---|---:|"]
     for env_name in ("CartPole-v1", "TicTacToe-v0"):
@@ -212,7 +212,7 @@ def main() -> int:
               "--devices >= 1", file=sys.stderr)
         return 2
 
-    from jaxrl_sys.devices import describe, request_devices
+    from jaxrl_sys.runtime.devices import describe, request_devices
 
     request_devices(args.devices)
     import jax

@@ -51,7 +51,7 @@ def atari_table(game: str = "Breakout", num_envs: int = 8, repeats: int = 3,
 
 
 def main() -> int:
-    from jaxrl_sys.devices import request_devices
+    from jaxrl_sys.runtime.devices import request_devices
 
     request_devices(1)  # the same XLA:CPU flags as scripts/train.py
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

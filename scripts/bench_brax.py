@@ -86,9 +86,9 @@ def theirs(agent: str, task: str, steps: int, config, backend: str) -> dict:
     import jax
     import jax.numpy as jnp
 
-    import envs
-    from envs.brax_env import import_brax_envs
-    from jaxrl_sys.evaluation import evaluate
+    from jaxrl_sys import envs
+    from jaxrl_sys.envs.brax_env import import_brax_envs
+    from jaxrl_sys.core.evaluation import evaluate
 
     import_brax_envs()  # quietly, before brax.training imports it
     _shim_removed_jax_apis()
@@ -150,10 +150,10 @@ def theirs(agent: str, task: str, steps: int, config, backend: str) -> dict:
 
 def bench(args: argparse.Namespace) -> int:
     """Both sides for every agent asked for, then one Markdown table."""
-    import agents
-    import envs
-    from jaxrl_sys.cli import UsageError
-    from jaxrl_sys.config import apply_overrides, split_env_overrides
+    from jaxrl_sys import agents
+    from jaxrl_sys import envs
+    from jaxrl_sys.runtime.cli import UsageError
+    from jaxrl_sys.core.config import apply_overrides, split_env_overrides
 
     config_overrides, env_kwargs = split_env_overrides(args.overrides)
     if set(env_kwargs) - {"backend"}:
@@ -185,8 +185,8 @@ def bench(args: argparse.Namespace) -> int:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Exit code: 0 done, 2 bad input, 130 interrupted."""
-    from jaxrl_sys.cli import Parser, UsageError, guarded
-    from jaxrl_sys.devices import set_safe_cpu_flags
+    from jaxrl_sys.runtime.cli import Parser, UsageError, guarded
+    from jaxrl_sys.runtime.devices import set_safe_cpu_flags
 
     set_safe_cpu_flags()  # Brax's trainer under the XLA:CPU flags train.py runs ours with
     parser = Parser(description=__doc__.splitlines()[0])
@@ -196,15 +196,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="env steps (default: the task's shipped total_steps)")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="config override for both sides")
-    import agents
-    import envs
-    from jaxrl_sys.config import ConfigError
+    from jaxrl_sys import agents
+    from jaxrl_sys import envs
+    from jaxrl_sys.core.config import ConfigError
 
     return guarded(lambda: bench(parser.parse_args(argv)),
                    (UsageError, ConfigError) + agents.USER_ERRORS + envs.USER_ERRORS)
 
 
 if __name__ == "__main__":
-    from jaxrl_sys.cli import run_script
+    from jaxrl_sys.runtime.cli import run_script
 
     run_script(main)

@@ -20,9 +20,9 @@ def trained_carry(agent_name: str):
     import jax
     import numpy as np
 
-    import agents
-    import envs
-    from jaxrl_sys.execution import place, placement_fns
+    from jaxrl_sys import agents
+    from jaxrl_sys import envs
+    from jaxrl_sys.runtime.execution import place, placement_fns
 
     module = agents.load(agent_name)
     config = module.default_config(module.DEFAULT_ENV)
@@ -40,7 +40,7 @@ def measure(carry, repeats: int, save_replay: bool) -> tuple[float, float, int]:
     """(median save seconds, median restore seconds, bytes) of one carry."""
     import jax
 
-    from jaxrl_sys.checkpoint import Checkpointer
+    from jaxrl_sys.runtime.checkpoint import Checkpointer
 
     saves, restores, size = [], [], 0
     for _ in range(repeats):
@@ -74,7 +74,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    from jaxrl_sys.devices import request_devices
+    from jaxrl_sys.runtime.devices import request_devices
 
     request_devices(1)
     print("\n".join(checkpoint_table(args.repeats)))

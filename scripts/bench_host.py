@@ -20,8 +20,8 @@ def raw_steps_per_second(env_name: str, num_envs: int, steps: int) -> float:
     stepped with uniformly random actions through the host loop's vector interface."""
     import numpy as np
 
-    import envs
-    from jaxrl_sys.types import Discrete
+    from jaxrl_sys import envs
+    from jaxrl_sys.core.types import Discrete
 
     env = envs.make_host(env_name)
     space = env.spec.action_space
@@ -55,9 +55,9 @@ def host_ppo_steps_per_second(env_name: str, num_envs: int, iterations: int,
                               staleness: int) -> tuple[float, dict]:
     """Env steps/s of PPO trained through the host loop (acting and learning, compile and
     worker start-up excluded), and where the actor spent its time."""
-    import envs
-    from agents import ppo
-    from jaxrl_sys import host_loop
+    from jaxrl_sys import envs
+    from jaxrl_sys.agents import ppo
+    from jaxrl_sys.runtime import host_loop
 
     env = envs.make_host(env_name)
     config = dataclasses.replace(ppo.default_config(env_name), num_envs=num_envs)
@@ -97,7 +97,7 @@ def host_table(env_name: str = "gymnasium:CartPole-v1", num_envs: int = 8, repea
 
 
 def main() -> int:
-    from jaxrl_sys.devices import request_devices
+    from jaxrl_sys.runtime.devices import request_devices
 
     request_devices(1)  # the same XLA:CPU flags as scripts/train.py
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from jaxrl_sys.timing import median_seconds
+from jaxrl_sys.tools.timing import median_seconds
 
 
 def _example_transition() -> dict:
@@ -42,7 +42,7 @@ def replay_throughput(
     import jax
     import jax.numpy as jnp
 
-    from jaxrl_sys import replay
+    from jaxrl_sys.core import replay
 
     example = _example_transition()
     full = jnp.full((num_envs,), capacity, jnp.int32)
@@ -129,7 +129,7 @@ def replay_table(repeats: int = 3) -> list[str]:
 
 
 def main() -> int:
-    from jaxrl_sys.devices import describe, set_safe_cpu_flags
+    from jaxrl_sys.runtime.devices import describe, set_safe_cpu_flags
 
     set_safe_cpu_flags()
     print(f"# replay bench: {describe()}\n")

@@ -18,7 +18,7 @@ from typing import Optional, Sequence
 import jax
 import jax.numpy as jnp
 
-from jaxrl_sys.cli import run_script
+from jaxrl_sys.runtime.cli import run_script
 
 EVAL_EPISODES = 164  # gymnax-blines' num_test_rollouts, behind gymnax's published returns
 SPEED_LIMIT = 8.0  # gymnax's max_speed: speeds are clipped to it, so the grid covers it

@@ -14,7 +14,7 @@ os.environ["XLA_FLAGS"] = (
 # The CPU flags scripts/train.py uses (single-threaded Eigen, which avoids a deadlock on
 # vmapped programs; LLVM -O1): tests compile the programs a user's command compiles, so a
 # learning test walks the trajectories that scripts/check_learning.py measures.
-from jaxrl_sys.devices import set_safe_cpu_flags  # noqa: E402  (imports no JAX)
+from jaxrl_sys.runtime.devices import set_safe_cpu_flags  # noqa: E402  (imports no JAX)
 
 set_safe_cpu_flags()
 

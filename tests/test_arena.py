@@ -5,10 +5,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import envs
-from envs.tictactoe import TicTacToeState, perfect_player
-from envs.wrappers import EpisodeStatsState
-from jaxrl_sys import arena
+from jaxrl_sys import envs
+from jaxrl_sys.envs.tictactoe import TicTacToeState, perfect_player
+from jaxrl_sys.envs.wrappers import EpisodeStatsState
+from jaxrl_sys.tools import arena
 
 GAMES = 100
 

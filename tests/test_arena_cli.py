@@ -10,10 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 ARENA = ROOT / "scripts" / "arena.py"
-_spec = importlib.util.spec_from_file_location("arena_cli_script", ARENA)
-arena_script = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = arena_script
-_spec.loader.exec_module(arena_script)
+from jaxrl_sys.commands import arena as arena_script
 
 
 @pytest.fixture(scope="module")

@@ -10,12 +10,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import envs
-from agents import dqn, ppo
-from envs.atari import AtariSignals
-from envs.envpool_env import EnvpoolVector
-from jaxrl_sys import host_loop
-from jaxrl_sys.networks import ActorCritic, NatureCNN, scan_unroll
+from jaxrl_sys import envs
+from jaxrl_sys.agents import dqn, ppo
+from jaxrl_sys.envs.atari import AtariSignals
+from jaxrl_sys.envs.envpool_env import EnvpoolVector
+from jaxrl_sys.runtime import host_loop
+from jaxrl_sys.core.networks import ActorCritic, NatureCNN, scan_unroll
 from test_cli import train_script
 
 if importlib.util.find_spec("ale_py") is None or importlib.util.find_spec("envpool") is None:
@@ -170,7 +170,7 @@ def test_bad_atari_names_and_params_are_one_line_errors(tmp_path, capsys, argv, 
 
 @pytest.mark.parametrize("name", ["envpool:Breakout-v5", "gymnasium:ALE/Breakout-v5"])
 def test_an_episode_is_drawn_in_colour_for_either_backend(name):
-    from envs.render import can_render, gymnasium_episode_frames
+    from jaxrl_sys.envs.render import can_render, gymnasium_episode_frames
 
     env = envs.make_host(name)
     assert can_render(name)

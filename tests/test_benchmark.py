@@ -10,15 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import agents
-import envs
-from jaxrl_sys import benchmark as bm
+from jaxrl_sys import agents
+from jaxrl_sys import envs
+from jaxrl_sys.tools import benchmark as bm
 
 _path = Path(__file__).resolve().parent.parent / "scripts" / "benchmark.py"
-_spec = importlib.util.spec_from_file_location("benchmark_script", _path)
-benchmark_script = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = benchmark_script
-_spec.loader.exec_module(benchmark_script)
+from jaxrl_sys.commands import benchmark as benchmark_script
 
 
 def test_every_reference_names_its_source_and_every_suite_env_exists():

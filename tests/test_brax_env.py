@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import envs
+from jaxrl_sys import envs
 from test_cli import train_script
 
 if importlib.util.find_spec("brax") is None:  # not imported here: envs.brax_env imports it
@@ -70,7 +70,7 @@ def test_ppo_and_sac_train_on_a_brax_task(tmp_path, capsys, agent, extra):
 
 
 def test_brax_renderer_draws_a_state():
-    from envs.render import BraxRenderer, RenderError, can_render
+    from jaxrl_sys.envs.render import BraxRenderer, RenderError, can_render
 
     env = envs.make("brax:inverted_pendulum")
     assert can_render("brax:inverted_pendulum")

@@ -8,13 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxrl_sys import learning_check as lc
+from jaxrl_sys.tools import learning_check as lc
 
 _path = Path(__file__).resolve().parent.parent / "scripts" / "check_learning.py"
-_spec = importlib.util.spec_from_file_location("check_learning_script", _path)
-check_learning = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = check_learning
-_spec.loader.exec_module(check_learning)
+from jaxrl_sys.commands import check_learning as check_learning
 
 
 def saved(tmp_path, finals: list[float], setting: str = "native") -> str:

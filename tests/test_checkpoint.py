@@ -15,7 +15,7 @@ import jax
 import numpy as np
 import pytest
 
-from jaxrl_sys.checkpoint import Checkpointer
+from jaxrl_sys.runtime.checkpoint import Checkpointer
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN = ROOT / "scripts" / "train.py"
@@ -123,7 +123,7 @@ def test_divergence_stops_with_a_resumable_last_good_checkpoint(tmp_path):
 def test_state_of_another_layout_is_named_as_such(tmp_path):
     """A checkpoint whose state tree differs from what this version builds (an agent whose
     optimiser state changed shape) is refused with a message that says so."""
-    from jaxrl_sys.checkpoint import CheckpointError
+    from jaxrl_sys.runtime.checkpoint import CheckpointError
 
     saved = {"opt_state": {"mu": np.zeros(3, np.float32)}}
     checkpointer = Checkpointer(tmp_path)

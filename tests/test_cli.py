@@ -11,10 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN = ROOT / "scripts" / "train.py"
-_spec = importlib.util.spec_from_file_location("train_cli_script", TRAIN)
-train_script = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = train_script  # dataclasses look their module up while it loads
-_spec.loader.exec_module(train_script)
+from jaxrl_sys.commands import train as train_script
 
 
 def run_train(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:

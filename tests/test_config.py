@@ -8,7 +8,7 @@ from typing import Literal, Optional
 
 import pytest
 
-from jaxrl_sys.config import ConfigError, apply_overrides, config_to_dict, split_env_overrides
+from jaxrl_sys.core.config import ConfigError, apply_overrides, config_to_dict, split_env_overrides
 
 
 @dataclasses.dataclass(frozen=True)
@@ -252,7 +252,7 @@ def test_config_to_dict_is_json_serialisable_with_lists() -> None:
 
 def test_fields_renamed_for_consistency_still_accept_their_old_names():
     """Older runs saved `num_steps` (PPO, SAC) and `discount` (MuZero) overrides."""
-    from agents import muzero, ppo
+    from jaxrl_sys.agents import muzero, ppo
 
     assert apply_overrides(ppo.default_config("CartPole-v1"), ["num_steps=64"]).rollout_steps == 64
     assert apply_overrides(muzero.default_config("CartPole-v1"), ["discount=0.9"]).gamma == 0.9
@@ -261,7 +261,7 @@ def test_fields_renamed_for_consistency_still_accept_their_old_names():
 @pytest.mark.parametrize("agent", ["ppo", "sac"])
 def test_brax_defaults_are_valid_for_every_task(agent):
     """Family defaults ('brax:*') apply to every Brax task and pass validation."""
-    import agents
+    from jaxrl_sys import agents
 
     module = agents.load(agent)
     for task in ("ant", "hopper", "inverted_pendulum", "humanoid", "walker2d"):

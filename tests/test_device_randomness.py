@@ -12,9 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
-import envs
-from agents import dqn, muzero
-from jaxrl_sys.execution import DEVICE_AXIS, make_mesh
+from jaxrl_sys import envs
+from jaxrl_sys.agents import dqn, muzero
+from jaxrl_sys.runtime.execution import DEVICE_AXIS, make_mesh
 
 DEVICES = 2
 LOCAL_ENVS = 4

@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
-import envs
-from agents import dqn
-from jaxrl_sys.execution import DEVICE_AXIS, make_mesh, place, placement_fns
+from jaxrl_sys import envs
+from jaxrl_sys.agents import dqn
+from jaxrl_sys.runtime.execution import DEVICE_AXIS, make_mesh, place, placement_fns
 
 
 def random_batch(key, batch_size: int, n: int, obs_dim: int) -> dqn.Batch:

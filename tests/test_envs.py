@@ -11,9 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import envs
-from envs import registry
-from jaxrl_sys.types import Box, Discrete, EnvSpec
+from jaxrl_sys import envs
+from jaxrl_sys.envs import registry
+from jaxrl_sys.core.types import Box, Discrete, EnvSpec
 
 
 def random_actions(env: Any, key: jax.Array, num_envs: int, steps: int) -> jax.Array:

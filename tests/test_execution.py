@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-import envs
-from agents import ppo
-from jaxrl_sys.execution import (
+from jaxrl_sys import envs
+from jaxrl_sys.agents import ppo
+from jaxrl_sys.runtime.execution import (
     DEVICE_AXIS, PlacementError, make_mesh, place, placement_fns, vmap_rows,
 )
 

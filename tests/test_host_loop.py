@@ -22,18 +22,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import envs
-from agents import ppo
-from envs.child_processes import child_pids, resource_tracker_pid
-from jaxrl_sys import host_loop
-from jaxrl_sys.checkpoint import Checkpointer
-from jaxrl_sys.host_loop import HostFns, HostLoopConfig, HostLoopError
+from jaxrl_sys import envs
+from jaxrl_sys.agents import ppo
+from jaxrl_sys.envs.child_processes import child_pids, resource_tracker_pid
+from jaxrl_sys.runtime import host_loop
+from jaxrl_sys.runtime.checkpoint import Checkpointer
+from jaxrl_sys.runtime.host_loop import HostFns, HostLoopConfig, HostLoopError
 
 TESTS = Path(__file__).resolve().parent
-_spec = importlib.util.spec_from_file_location("train_script", TESTS.parent / "scripts" / "train.py")
-train_script = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = train_script  # dataclasses look their module up while it loads
-_spec.loader.exec_module(train_script)
+from jaxrl_sys.commands import train as train_script
 ROOT = TESTS.parent
 sys.path.insert(0, str(TESTS))  # workers import `host_envs` from here (spawn copies sys.path)
 

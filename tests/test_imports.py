@@ -1,5 +1,14 @@
-"""The package layout's rules, read from the source: no import circles between modules (top
-level or inside functions), and `jaxrl_sys` imports neither `agents` nor `envs`."""
+"""The package layout's rules, read from the source: one top-level package, no import circles
+between modules (top level or inside functions), and imports that follow the layers:
+
+    core      imports nothing of ours but core
+    envs      core, envs
+    agents    core, agents
+    runtime   core, runtime         (the caller hands agents and envs in)
+    tools     core, runtime, tools
+    commands  anything (the entry points wire agents and envs into the run machinery);
+              so does jaxrl_sys.api (`run` and `sweep` with this package's agents and envs)
+"""
 
 from __future__ import annotations
 
@@ -7,7 +16,14 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("jaxrl_sys", "envs", "agents")
+PACKAGES = ("jaxrl_sys",)
+LAYERS = {
+    "core": {"core"},
+    "envs": {"core", "envs"},
+    "agents": {"core", "agents"},
+    "runtime": {"core", "runtime"},
+    "tools": {"core", "runtime", "tools"},
+}
 
 
 def _module_name(path: Path) -> str:
@@ -65,13 +81,47 @@ def test_no_import_circles_between_modules():
     graph = _graph()
     # a package imports its own modules from __init__; those modules importing the package
     # back for a name is the circle this test is for, so only module -> module edges count
-    modules_only = {name: {m for m in edges if "." in m} for name, edges in graph.items()
-                    if "." in name}
+    packages = {_module_name(p) for p in (ROOT / "jaxrl_sys").rglob("__init__.py")}
+    modules_only = {name: {m for m in edges if m not in packages} for name, edges in graph.items()
+                    if name not in packages}
     assert _cycle(modules_only) == []
 
 
-def test_jaxrl_sys_imports_neither_agents_nor_envs():
+TOP_LEVEL = {"jaxrl_sys", "jaxrl_sys.api"}  # the lazy facade and the Python API over the layers
+
+
+def _layer(module: str) -> str:
+    """`jaxrl_sys.core.types` -> "core"; the top-level package itself -> ""."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_every_module_sits_in_a_layer_folder():
     graph = _graph()
-    offending = {name: sorted(m for m in edges if m.split(".")[0] in ("agents", "envs"))
-                 for name, edges in graph.items() if name.startswith("jaxrl_sys")}
-    assert {k: v for k, v in offending.items() if v} == {}
+    loose = sorted(name for name in graph
+                   if name not in TOP_LEVEL and _layer(name) not in {*LAYERS, "commands"})
+    assert loose == []
+
+
+def test_imports_follow_the_layers():
+    graph = _graph()
+    offending = {}
+    for name, edges in graph.items():
+        allowed = LAYERS.get(_layer(name))
+        if allowed is None:  # commands, the Python API and the package's lazy facade
+            continue
+        wrong = sorted(m for m in edges if m != "jaxrl_sys" and _layer(m) not in allowed)
+        if wrong:
+            offending[name] = wrong
+    assert offending == {}
+
+
+def test_one_top_level_package_is_installed():
+    """pyproject.toml installs jaxrl_sys and its subpackages, nothing beside them."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    find = project["tool"]["setuptools"]["packages"]["find"]
+    assert find["include"] == ["jaxrl_sys", "jaxrl_sys.*"]
+    tops = sorted(p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file())
+    assert tops == ["jaxrl_sys"]

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from jaxrl_sys.checkpoint import Checkpointer
+from jaxrl_sys.runtime.checkpoint import Checkpointer
 from processes import marked_processes
-from jaxrl_sys.run_spec import load_spec
+from jaxrl_sys.runtime.run_spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN = [sys.executable, str(ROOT / "scripts" / "train.py"), "--no-progress",
@@ -140,7 +140,7 @@ class _DropsInterrupts:
 @pytest.fixture
 def interrupts_caught():
     """`waiting.catch_interrupts()` for one test, undone afterwards."""
-    from jaxrl_sys import waiting
+    from jaxrl_sys.runtime import waiting
 
     previous = signal.getsignal(signal.SIGINT), sys.unraisablehook
     waiting.catch_interrupts()

@@ -1,10 +1,10 @@
-"""The off-policy warm-up gate (`jaxrl_sys.learner.when_ready`)."""
+"""The off-policy warm-up gate (`jaxrl_sys.core.learner.when_ready`)."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_sys.learner import when_ready
+from jaxrl_sys.core.learner import when_ready
 
 
 def _gate(ready: bool) -> tuple[float, int, float, int]:

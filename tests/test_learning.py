@@ -1,6 +1,6 @@
 """Learning tests: every promised (agent, env) pair learns with its shipped defaults.
 
-Each test trains a case of `jaxrl_sys.learning_check.CASES` exactly as
+Each test trains a case of `jaxrl_sys.tools.learning_check.CASES` exactly as
 `scripts/check_learning.py` does (the config and chunking of `scripts/train.py`, greedy
 evaluation at every chunk's end) on four seeds, and judges with the margin that the 16-seed
 measurement under every code-generation setting supports (README, "Learning checks"): the
@@ -13,9 +13,9 @@ again under another `--xla_cpu_max_isa`.
 import numpy as np
 import pytest
 
-import agents
-import envs
-from jaxrl_sys import learning_check as lc
+from jaxrl_sys import agents
+from jaxrl_sys import envs
+from jaxrl_sys.tools import learning_check as lc
 
 SEEDS = [0, 1, 2, 3]
 DEVICE_CASES = ["ppo:CartPole-v1", "ppo:Acrobot-v1", "ppo:Pendulum-v1", "dqn:CartPole-v1",

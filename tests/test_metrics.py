@@ -11,8 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_sys import metrics
-from jaxrl_sys.metrics import RunLogger, format_rate, make_run_dir, read_jsonl
+from jaxrl_sys.runtime import metrics
+from jaxrl_sys.runtime.metrics import RunLogger, format_rate, make_run_dir, read_jsonl
 
 
 def test_log_writes_jsonl_records(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from jaxrl_sys.checkpoint import Checkpointer
+from jaxrl_sys.runtime.checkpoint import Checkpointer
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN = [sys.executable, str(ROOT / "scripts" / "train.py"), "--agent", "ppo",

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-import envs
-from agents import muzero
-from envs.tictactoe import perfect_player
-from jaxrl_sys import arena
-from jaxrl_sys.driver import train
-from jaxrl_sys.evaluation import make_eval_fn
-from jaxrl_sys.execution import DEVICE_AXIS, make_mesh, place, placement_fns
-from jaxrl_sys.types import Discrete
+from jaxrl_sys import envs
+from jaxrl_sys.agents import muzero
+from jaxrl_sys.envs.tictactoe import perfect_player
+from jaxrl_sys.tools import arena
+from jaxrl_sys.runtime.driver import train
+from jaxrl_sys.core.evaluation import make_eval_fn
+from jaxrl_sys.runtime.execution import DEVICE_AXIS, make_mesh, place, placement_fns
+from jaxrl_sys.core.types import Discrete
 
 
 def reference_targets(reward, next_values, terminated, truncated, valid, K, n, discount):
@@ -197,7 +197,7 @@ def test_image_observations_get_the_residual_conv_torso():
 
 
 def test_config_rejects_bad_values_in_one_line():
-    from jaxrl_sys.config import ConfigError
+    from jaxrl_sys.core.config import ConfigError
 
     for bad in (dict(search="alphazero"), dict(unroll_steps=0), dict(gamma=1.5),
                 dict(temperatures=(1.0,)), dict(reanalyse_fraction=2.0),

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_sys.networks import orthogonal
+from jaxrl_sys.core.networks import orthogonal
 
 
 @pytest.mark.parametrize("shape", [(4, 64), (64, 64), (64, 2), (3, 5, 8)])
@@ -30,7 +30,7 @@ def test_same_conv_equals_flax_conv_in_values_and_gradients():
     nn.Conv with stride 1 and SAME padding: same initial parameters, outputs and gradients."""
     import flax.linen as nn
 
-    from jaxrl_sys.networks import SameConv
+    from jaxrl_sys.core.networks import SameConv
 
     x = jax.random.normal(jax.random.PRNGKey(1), (3, 7, 9, 5))
     ours, flax_conv = SameConv(4, (3, 5)), nn.Conv(4, (3, 5))
@@ -52,9 +52,9 @@ def test_grid_torso_convolves_neighbours_and_is_shared_by_both_ppo_heads():
     """The MinAtar torso: a 3x3 conv of 16 channels over [B, H, W, C] grids (bool cast to
     float), then the hidden layers; PPO shares it between actor and critic; DQN's Q-network
     takes it; non-image observations are refused with one line."""
-    from agents import dqn
-    from jaxrl_sys.config import ConfigError
-    from jaxrl_sys.networks import ActorCritic, GridCNN, check_torso_fits
+    from jaxrl_sys.agents import dqn
+    from jaxrl_sys.core.config import ConfigError
+    from jaxrl_sys.core.networks import ActorCritic, GridCNN, check_torso_fits
 
     grid = jax.random.bernoulli(jax.random.PRNGKey(0), 0.2, (2, 10, 10, 4))
     torso = GridCNN(hidden=(32,))

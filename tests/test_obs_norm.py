@@ -14,10 +14,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import envs
-from agents import dqn, ppo, sac
-from jaxrl_sys import obs_norm
-from jaxrl_sys.execution import place, placement_fns
+from jaxrl_sys import envs
+from jaxrl_sys.agents import dqn, ppo, sac
+from jaxrl_sys.core import obs_norm
+from jaxrl_sys.runtime.execution import place, placement_fns
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -5,9 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import envs
-from jaxrl_sys import arena
-from jaxrl_sys.rollout import reset_envs, step_envs, legal_actions
+from jaxrl_sys import envs
+from jaxrl_sys.tools import arena
+from jaxrl_sys.core.rollout import reset_envs, step_envs, legal_actions
 
 
 @pytest.mark.parametrize("bad, message", [

@@ -10,9 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import agents
-import envs
-from jaxrl_sys.execution import place, placement_fns
+from jaxrl_sys import agents
+from jaxrl_sys import envs
+from jaxrl_sys.runtime.execution import place, placement_fns
 
 CASES = [
     ("ppo", "CartPole-v1", dict(num_envs=4, rollout_steps=8, num_minibatches=2)),

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from jaxrl_sys import replay
-from jaxrl_sys.execution import DEVICE_AXIS, make_mesh
+from jaxrl_sys.core import replay
+from jaxrl_sys.runtime.execution import DEVICE_AXIS, make_mesh
 
 EXAMPLE = {
     "obs": jnp.zeros((3,), jnp.float32),

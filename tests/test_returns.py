@@ -3,7 +3,7 @@
 import numpy as np
 import jax.numpy as jnp
 
-from jaxrl_sys.returns import gae
+from jaxrl_sys.core.returns import gae
 
 
 def reference_gae(rewards, values, next_values, terminated, truncated, gamma, lam):
@@ -75,7 +75,7 @@ def reference_n_step(rewards, next_values, terminated, truncated, valid, gamma):
 
 
 def test_n_step_targets_match_reference_with_episode_ends_and_cut_sequences():
-    from jaxrl_sys.returns import n_step_targets
+    from jaxrl_sys.core.returns import n_step_targets
 
     rng = np.random.default_rng(1)
     B, n = 400, 5
@@ -97,7 +97,7 @@ def test_n_step_targets_match_reference_with_episode_ends_and_cut_sequences():
 def test_n_step_targets_read_next_values_at_the_bootstrap_step_only():
     """Learners evaluate their target network at `bootstrap_step` alone: the targets must not
     change when every other next value is zeroed."""
-    from jaxrl_sys.returns import bootstrap_step, n_step_targets
+    from jaxrl_sys.core.returns import bootstrap_step, n_step_targets
 
     rng = np.random.default_rng(2)
     B, n = 400, 6

@@ -11,13 +11,13 @@ import shutil
 import numpy as np
 import pytest
 
-import agents
-import envs
+from jaxrl_sys import agents
+from jaxrl_sys import envs
 from jaxrl_sys import RunSpec, UsageError, load_spec, resolve, run
-from jaxrl_sys.checkpoint import CheckpointError
-from jaxrl_sys.config import ConfigError
-from jaxrl_sys.execution import PlacementError
-from jaxrl_sys.run_spec import save_run_file
+from jaxrl_sys.runtime.checkpoint import CheckpointError
+from jaxrl_sys.core.config import ConfigError
+from jaxrl_sys.runtime.execution import PlacementError
+from jaxrl_sys.runtime.run_spec import save_run_file
 
 
 def test_a_users_script_trains_and_saves_its_spec(tmp_path):

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-import envs
-from agents import sac
-from jaxrl_sys.config import ConfigError
-from jaxrl_sys.execution import DEVICE_AXIS, make_mesh, place, placement_fns
+from jaxrl_sys import envs
+from jaxrl_sys.agents import sac
+from jaxrl_sys.core.config import ConfigError
+from jaxrl_sys.runtime.execution import DEVICE_AXIS, make_mesh, place, placement_fns
 
 
 def gaussian_log_pdf(u, mean, std):

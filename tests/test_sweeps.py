@@ -5,6 +5,7 @@ keys in compiled groups, bad input refused before anything is made, resume, eval
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import importlib.util
 import json
 import sys
@@ -13,18 +14,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import agents
-import envs
+from jaxrl_sys import agents
+from jaxrl_sys import envs
 from jaxrl_sys import RunSpec, resolve, run
-from jaxrl_sys import sweeps
+from jaxrl_sys.runtime import sweeps
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _script(name: str):
-    spec = importlib.util.spec_from_file_location(f"{name}_script", ROOT / "scripts" / f"{name}.py")
+    """A command module (jaxrl_sys.commands) or a repository script by name."""
+    if (Path(__file__).resolve().parent.parent / "jaxrl_sys" / "commands" / f"{name}.py").is_file():
+        return importlib.import_module(f"jaxrl_sys.commands.{name}")
+    spec = importlib.util.spec_from_file_location(f"{name}_script",
+                                                  Path(__file__).resolve().parent.parent / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
+    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
     spec.loader.exec_module(module)
     return module
 

@@ -13,9 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import envs
-from envs import registry
-from envs.tictactoe import (
+from jaxrl_sys import envs
+from jaxrl_sys.envs import registry
+from jaxrl_sys.envs.tictactoe import (
     TicTacToe,
     TicTacToeState,
     minimax_value,
@@ -23,8 +23,8 @@ from envs.tictactoe import (
     perfect_action,
     uniform_choice,
 )
-from jaxrl_sys import rollout
-from jaxrl_sys.types import Discrete, EnvSpec
+from jaxrl_sys.core import rollout
+from jaxrl_sys.core.types import Discrete, EnvSpec
 
 Board = tuple[int, ...]
 EMPTY: Board = (0,) * 9
@@ -382,7 +382,7 @@ def test_envs_without_legal_actions_and_eval_variant():
 
 def test_registry_import_stays_lazy():
     code = (
-        "import envs, sys; "
-        "assert 'envs.tictactoe' not in sys.modules and 'gymnax' not in sys.modules"
+        "from jaxrl_sys import envs; import sys; "
+        "assert 'jaxrl_sys.envs.tictactoe' not in sys.modules and 'gymnax' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

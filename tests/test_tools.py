@@ -3,6 +3,7 @@ scripts/pendulum_optimum.py on a coarse grid."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import re
 import sys
@@ -15,7 +16,11 @@ SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 
 
 def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"{name}_script", SCRIPTS / f"{name}.py")
+    """A command module (jaxrl_sys.commands) or a repository script by name."""
+    if (Path(__file__).resolve().parent.parent / "jaxrl_sys" / "commands" / f"{name}.py").is_file():
+        return importlib.import_module(f"jaxrl_sys.commands.{name}")
+    spec = importlib.util.spec_from_file_location(f"{name}_script",
+                                                  Path(__file__).resolve().parent.parent / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while it loads
     spec.loader.exec_module(module)

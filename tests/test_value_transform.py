@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl_sys.value_transform import (
+from jaxrl_sys.core.value_transform import (
     Support, expectation, h, h_inverse, logits_to_scalar, scalar_to_probs, symmetric_support,
     two_hot,
 )

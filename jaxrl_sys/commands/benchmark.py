@@ -1,0 +1,134 @@
+"""Benchmark the shipped defaults against published returns: `python scripts/benchmark.py --suite minatar`.
+
+    python scripts/benchmark.py --suite classic --agents ppo,dqn,sac --seeds 4
+    python scripts/benchmark.py --suite minatar --agents ppo --seeds 4   # 10M steps per game
+    python scripts/benchmark.py --suite minatar --agents ppo --envs Freeway-MinAtar  # one game
+    python scripts/benchmark.py --suite classic --quick                  # a short smoke run
+    python scripts/benchmark.py --suite minatar --report                 # tables of saved rows
+
+Trains every suited (agent, env) pair of the suite with the env's default config (what
+`train.py --env X` trains), seeds vmapped, evaluates greedily at every chunk end, and writes
+`results/<suite>.json` (every seed's curves, saved after each run: an interrupted suite
+continues where it stopped), `results/<suite>.md` (the table: mean ± std over seeds against
+the reference, its ratio, seconds and env-steps/s) and `results/<suite>.png` (curves with the
+reference as a dashed line). References and their sources: `jaxrl_sys/tools/references.json`.
+"""
+
+from __future__ import annotations
+
+from jaxrl_sys.runtime.cli import run_script  # imports no JAX
+from jaxrl_sys.runtime.waiting import catch_interrupts  # imports no JAX
+
+
+import argparse  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Optional, Sequence  # noqa: E402
+
+from jaxrl_sys.tools import benchmark as bm  # noqa: E402  (imports JAX lazily)
+from jaxrl_sys.runtime.cli import Parser, UsageError, guarded  # noqa: E402
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(description=__doc__.splitlines()[0])
+    p.add_argument("--suite", default="classic", help=f"{', '.join(bm.SUITES)} or all")
+    p.add_argument("--agents", default=",".join(bm.DEFAULT_AGENTS),
+                   help="comma-separated agents (ppo, dqn, sac, muzero); each runs on the "
+                        "suite's envs it suits")
+    p.add_argument("--envs", default="",
+                   help="comma-separated envs of the suite to run (default: all of them); "
+                        "suites run in separate processes share one results file safely")
+    p.add_argument("--seeds", type=int, default=4, help="seeds 0..N-1, vmapped")
+    p.add_argument("--devices", type=int, default=1, help="devices for data-parallel learning")
+    p.add_argument("--quick", action="store_true",
+                   help=f"at most {bm.QUICK_STEPS:,} env steps per run (a smoke test); "
+                        "results go to <suite>_quick.*")
+    p.add_argument("--out-dir", default="results", help="where <suite>.json/.md/.png go")
+    p.add_argument("--fresh", action="store_true",
+                   help="re-run rows already saved in <suite>.json for the same seeds")
+    p.add_argument("--report", action="store_true",
+                   help="write the table and curves of the saved rows; train nothing")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def benchmark(args: argparse.Namespace) -> int:
+    if args.seeds < 1:
+        raise UsageError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.devices < 1:
+        raise UsageError(f"--devices must be >= 1, got {args.devices}")
+    name = f"{args.suite}_quick" if args.quick else args.suite
+    out_dir = Path(args.out_dir)
+    results_file = out_dir / f"{name}.json"
+    references = bm.load_references()
+    if args.report:
+        rows = bm.load_rows(results_file)
+    else:
+        from jaxrl_sys.runtime.devices import enable_compile_cache, request_devices
+
+        request_devices(args.devices)  # the XLA:CPU flags of scripts/train.py too
+        enable_compile_cache()
+        from jaxrl_sys import agents
+        from jaxrl_sys import envs
+
+        agent_names = [a.strip() for a in args.agents.split(",") if a.strip()]
+        if not agent_names:
+            raise UsageError("--agents is empty")
+        only_envs = [e.strip() for e in args.envs.split(",") if e.strip()]
+        entries, skipped = bm.plan(args.suite, agent_names, agents.load, envs, args.quick,
+                                   only_envs)
+        for line in skipped:
+            print(f"left out: {line}", file=sys.stderr)
+        print(f"suite {args.suite}: {len(entries)} runs x {args.seeds} seeds -> {results_file}",
+              file=sys.stderr)
+        rows = bm.run_suite(entries, agents.load, envs, list(range(args.seeds)), results_file,
+                            num_devices=args.devices, fresh=args.fresh,
+                            progress=None if args.no_progress else _progress_bar())
+    table_file, image_file = bm.write_report(rows, references, out_dir, name)
+    print(bm.format_table(rows, references))
+    print(f"wrote {results_file}, {table_file}, {image_file}", file=sys.stderr)
+    return 0
+
+
+def _progress_bar():
+    """A tqdm bar per run, labelled with the run and the suite's ETA."""
+    from tqdm import tqdm
+
+    state: dict = {}
+
+    def progress(label: str, done: int, total: int) -> None:
+        if state.get("label") != label:
+            if "bar" in state:
+                state["bar"].close()
+            state["bar"] = tqdm(total=total, desc=label, unit="chunk", file=sys.stderr)
+            state["label"] = label
+        bar = state["bar"]
+        bar.update(done - bar.n)
+        if done == total:
+            bar.close()
+
+    return progress
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Exit code: 0 done, 2 bad input, 130 interrupted."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+    from jaxrl_sys import agents
+    from jaxrl_sys import envs
+
+    return guarded(lambda: benchmark(build_parser().parse_args(argv)),
+                   (UsageError, bm.BenchmarkError) + agents.USER_ERRORS + envs.USER_ERRORS)
+
+
+
+def entry() -> None:
+    """The `jaxrl-benchmark` console entry point: Ctrl-C is caught from the start, the exit code is
+    `main`'s."""
+    catch_interrupts()
+    run_script(main)
+
+
+if __name__ == "__main__":
+    entry()

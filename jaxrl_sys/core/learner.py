@@ -1,0 +1,124 @@
+"""Pieces that several learners share: the learning-rate schedule, each device's share of a
+global batch and its own random stream, and the warm-up gate of off-policy agents.
+
+The gate keeps one compiled program for the whole run: a conditional runs the learner step
+only once enough data has been collected.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Union
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from jaxrl_sys.core import collectives
+from jaxrl_sys.core.config import ConfigError
+from jaxrl_sys.core.types import Metrics, PyTree
+
+
+def learning_rate(
+    initial: float, anneal: bool, num_updates: int, final_fraction: float = 0.0
+) -> Union[float, optax.Schedule]:
+    """`initial`, or a linear decay to `final_fraction * initial` over `num_updates` steps."""
+    if not anneal:
+        return initial
+    return optax.linear_schedule(initial, final_fraction * initial, num_updates)
+
+
+def local_batch_size(batch_size: int, axis_name: Optional[str]) -> int:
+    """This device's share of a global batch (inside the mapped body); it must divide evenly."""
+    devices = collectives.axis_size(axis_name)
+    if batch_size % devices:
+        raise ConfigError(f"batch_size={batch_size} does not divide over {devices} devices")
+    return batch_size // devices
+
+
+def device_key(key: jax.Array, axis_name: Optional[str]) -> jax.Array:
+    """`key` folded with this device's index (0 outside a mapped axis).
+
+    The run key is replicated over devices; what must differ per device (search noise,
+    replay sample positions) draws from this key, or every device would draw the same numbers.
+    """
+    return jax.random.fold_in(key, collectives.axis_index(axis_name))
+
+
+@struct.dataclass
+class TargetNetState:
+    """Learner state of an agent with a target network (DQN, MuZero): online and target
+    parameters, optimiser state, iterations run and gradient updates taken, and observation
+    statistics where the agent normalises observations (`jaxrl_sys.core.obs_norm`; else None)."""
+
+    params: Any
+    target_params: Any
+    opt_state: Any
+    iteration: jax.Array
+    updates: jax.Array
+    obs_stats: Any = None
+
+
+def init_target_net_state(params: PyTree, optimizer: optax.GradientTransformation
+                          ) -> TargetNetState:
+    """Fresh state: the target starts as a copy of the online parameters."""
+    zero = jnp.zeros((), jnp.int32)
+    return TargetNetState(params, params, optimizer.init(params), zero, zero)
+
+
+def gradient_step(state: TargetNetState, grads: PyTree, optimizer: optax.GradientTransformation,
+                  *, target_update_period: int, tau: float,
+                  axis_name: Optional[str]) -> TargetNetState:
+    """One optimiser step on `grads` (averaged over devices); every `target_update_period`-th
+    update the target moves to `(1 - tau) * target + tau * online` (tau 1: a copy)."""
+    grads = collectives.pmean(grads, axis_name)
+    step, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, step)
+    updates = state.updates + 1
+    refresh = (updates % target_update_period) == 0
+    target_params = jax.tree.map(
+        lambda t, p: jnp.where(refresh, (1 - tau) * t + tau * p, t), state.target_params, params
+    )
+    return state.replace(params=params, target_params=target_params, opt_state=opt_state,
+                         updates=updates)
+
+
+def priority_beta(beta_start: float, iteration: jax.Array, num_iterations: int) -> jax.Array:
+    """Prioritised replay's importance exponent, annealed from `beta_start` to 1 over the run."""
+    progress = iteration / num_iterations
+    return beta_start + progress * (1.0 - beta_start)
+
+
+def replay_updates(update: Callable, state: PyTree, buffer: PyTree, key: jax.Array,
+                   num_updates: int, unroll: int = 1) -> tuple[PyTree, PyTree, Metrics]:
+    """`num_updates` calls of `update(state, buffer, key) -> (state, buffer, metrics)` in a
+    scan (`unroll` as lax.scan's), each with its own key; metrics averaged over them."""
+    def one_update(carry, k):
+        state, buffer = carry
+        state, buffer, metrics = update(state, buffer, k)
+        return (state, buffer), metrics
+
+    keys = jax.random.split(key, num_updates)
+    (state, buffer), metrics = jax.lax.scan(one_update, (state, buffer), keys, unroll=unroll)
+    return state, buffer, jax.tree.map(jnp.mean, metrics)
+
+
+def learn_after_warmup(ready: jax.Array, learn: Callable, state: TargetNetState, buffer: PyTree,
+                       key: jax.Array) -> tuple[TargetNetState, PyTree, Metrics]:
+    """`learn(state, buffer, key)` once `ready`, else the state and buffer unchanged with NaN
+    metrics; the iteration is counted either way."""
+    state, buffer, metrics = when_ready(ready, learn, state, buffer, key)
+    return state.replace(iteration=state.iteration + 1), buffer, metrics
+
+
+def when_ready(ready: jax.Array, learn: Callable, state: PyTree, buffer: PyTree,
+               key: jax.Array) -> tuple[PyTree, PyTree, Metrics]:
+    """`learn(state, buffer, key) -> (state, buffer, metrics)` run only where `ready`, else
+    `(state, buffer, NaN metrics)`: the warm-up costs no updates. One `lax.cond`, so one
+    compiled program; `ready` must be the same on every device (collectives run inside), and
+    under vmapped seeds the cond becomes a select that computes both sides."""
+    def skip(state, buffer, key):
+        shapes = jax.eval_shape(learn, state, buffer, key)[2]
+        return state, buffer, jax.tree.map(lambda m: jnp.full(m.shape, jnp.nan, m.dtype), shapes)
+
+    return jax.lax.cond(ready, learn, skip, state, buffer, key)

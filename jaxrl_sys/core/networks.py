@@ -1,0 +1,239 @@
+"""Small Flax networks shared by the agents."""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl_sys.core.config import ConfigError
+
+ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
+    "tanh": nn.tanh,
+    "relu": nn.relu,
+    "gelu": nn.gelu,
+    "silu": nn.silu,
+}
+
+
+def orthogonal(scale: float = 1.0) -> nn.initializers.Initializer:
+    """Orthogonal initialiser with gain `scale`, built from matmuls only.
+
+    Gram-Schmidt (with one re-orthogonalisation pass) of a Gaussian matrix instead of
+    flax's QR: jaxlib's batched LAPACK QR, which a vmap over seeds produces, blocks XLA:CPU
+    pool threads waiting for sub-tasks and deadlocks with two or more devices on two cores.
+    Matmuls also compile faster. The result is Haar-distributed like a sign-corrected QR.
+    """
+
+    def init(key: jax.Array, shape: Sequence[int], dtype=jnp.float32) -> jax.Array:
+        rows, cols = int(np.prod(shape[:-1])), int(shape[-1])
+        long, short = max(rows, cols), min(rows, cols)
+        gaussian = jax.random.normal(key, (short, long), jnp.float32)
+
+        def add_column(basis: jax.Array, j: jax.Array) -> tuple[jax.Array, None]:
+            v = gaussian[j]
+            for _ in range(2):  # classical Gram-Schmidt twice is as stable as modified GS
+                v = v - basis.T @ (basis @ v)
+            return basis.at[j].set(v / jnp.linalg.norm(v)), None
+
+        basis, _ = jax.lax.scan(add_column, jnp.zeros((short, long), jnp.float32), jnp.arange(short))
+        matrix = basis if rows < cols else basis.T  # [rows, cols] with orthonormal short side
+        return (scale * matrix).reshape(shape).astype(dtype)
+
+    return init
+
+
+class MLP(nn.Module):
+    """Fully connected torso; flattens everything after the batch dimension."""
+
+    hidden: Sequence[int]
+    activation: str = "tanh"
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x = x.reshape(x.shape[0], -1)
+        act = ACTIVATIONS[self.activation]
+        for width in self.hidden:
+            x = act(nn.Dense(width, kernel_init=orthogonal(np.sqrt(2.0)))(x))
+        return x
+
+
+class NatureCNN(nn.Module):
+    """The Nature-DQN conv torso (Mnih et al., 2015) for stacked frames [B, C, H, W] (uint8
+    Atari stacks [B, 4, 84, 84]): scaled to [0, 1] on device, three convs and a 512 layer."""
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x = jnp.transpose(x.astype(jnp.float32) / 255.0, (0, 2, 3, 1))  # channels last
+        init = orthogonal(np.sqrt(2.0))
+        for features, size, stride in ((32, 8, 4), (64, 4, 2), (64, 3, 1)):
+            x = nn.relu(nn.Conv(features, (size, size), (stride, stride), padding="VALID",
+                                kernel_init=init)(x))
+        x = x.reshape(x.shape[0], -1)
+        return nn.relu(nn.Dense(512, kernel_init=init)(x))
+
+
+_NHWC = ("NHWC", "HWIO", "NHWC")
+
+
+def _conv(x: jax.Array, kernel: jax.Array, padding) -> jax.Array:
+    return jax.lax.conv_general_dilated(x, kernel, (1, 1), padding, dimension_numbers=_NHWC)
+
+
+@jax.custom_vjp
+def same_conv(x: jax.Array, kernel: jax.Array) -> jax.Array:
+    """Stride-1 'SAME' convolution, x [N, H, W, C] and kernel [kh, kw, C, O] (odd sizes).
+
+    Its gradients are written as convolutions in the same canonical layout, with explicit
+    transposes: autodiff's own gradient convolutions run 5-11x slower on XLA:CPU inside a
+    loop body (a `scan` of updates, an on-device training loop) than outside one; these do
+    not (see README "Notes on XLA:CPU"). The values are the same.
+    """
+    return _conv(x, kernel, "SAME")
+
+
+def _same_conv_fwd(x, kernel):
+    return same_conv(x, kernel), (x, kernel)
+
+
+def _same_conv_bwd(saved, grad_out):
+    x, kernel = saved
+    kh, kw = kernel.shape[:2]
+    # d/dx: the output gradient convolved with the flipped kernel, in and out swapped
+    grad_x = _conv(grad_out, jnp.transpose(jnp.flip(kernel, (0, 1)), (0, 1, 3, 2)), "SAME")
+    # d/dkernel: the input's channels as the batch, the output gradient as the kernel
+    pad = ((kh // 2, kh // 2), (kw // 2, kw // 2))
+    grad_k = _conv(jnp.transpose(x, (3, 1, 2, 0)), jnp.transpose(grad_out, (1, 2, 0, 3)), pad)
+    return grad_x, jnp.transpose(grad_k, (1, 2, 0, 3))
+
+
+same_conv.defvjp(_same_conv_fwd, _same_conv_bwd)
+
+
+class SameConv(nn.Module):
+    """`nn.Conv(features, kernel_size)` with stride 1 and 'SAME' padding (flax's default
+    initialisers) through `same_conv`, whose gradients stay fast inside loops on CPU."""
+
+    features: int
+    kernel_size: tuple[int, int] = (3, 3)
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        kh, kw = self.kernel_size
+        if kh % 2 == 0 or kw % 2 == 0:
+            raise ValueError(f"SameConv needs odd kernel sizes, got {self.kernel_size}")
+        kernel = self.param("kernel", nn.initializers.lecun_normal(),
+                            (kh, kw, x.shape[-1], self.features))
+        bias = self.param("bias", nn.initializers.zeros, (self.features,))
+        return same_conv(x, kernel.astype(x.dtype)) + bias
+
+
+class GridCNN(nn.Module):
+    """The MinAtar paper's torso (Young & Tian, 2019) for small channels-last grids
+    [B, H, W, C] (MinAtar's 10x10xC): one 3x3 'SAME' conv of 16 channels, then `hidden` layers.
+    The conv sees which objects are next to which, which a flattened MLP must learn per cell."""
+
+    hidden: Sequence[int]
+    activation: str = "relu"
+    channels: int = 16
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x = nn.relu(SameConv(self.channels)(x.astype(jnp.float32)))
+        return MLP(self.hidden, self.activation)(x)
+
+
+# Observation torsos an agent config may name: "mlp" (its `hidden` widths), "nature_cnn"
+# (stacked Atari frames) or "grid_cnn" (small grids such as MinAtar's, then `hidden`)
+TORSOS = ("mlp", "nature_cnn", "grid_cnn")
+
+
+def check_torso_fits(torso: str, obs_shape: Sequence[int], env_name: str) -> None:
+    """Refuse a conv torso for observations that are not images (one line, not a traceback)."""
+    if torso != "mlp" and len(obs_shape) != 3:
+        layout = "[C, H, W] stacked frames" if torso == "nature_cnn" else "[H, W, C] grids"
+        raise ConfigError(f"torso={torso} needs image observations ({layout}); {env_name} "
+                          f"observations have shape {tuple(obs_shape)}")
+
+
+def make_torso(torso: str, hidden: Sequence[int], activation: str) -> nn.Module:
+    """The observation torso a config names (one of `TORSOS`)."""
+    if torso == "nature_cnn":
+        return NatureCNN()
+    if torso == "grid_cnn":
+        return GridCNN(tuple(hidden), activation)
+    return MLP(tuple(hidden), activation)
+
+
+def scan_unroll(torso: str, length: int) -> int:
+    """The `unroll` for a `lax.scan` of `length` gradient steps through `torso`: all of it for
+    a conv torso on CPU, where XLA runs a convolution inside a loop body about 8x slower than
+    outside one (measured: 4 Nature-torso gradients of 256 frames 14.6 s in a scan, 1.7 s
+    unrolled); 1 (a loop) elsewhere, which compiles faster."""
+    return length if torso == "nature_cnn" and jax.default_backend() == "cpu" else 1
+
+
+class Head(nn.Module):
+    """A linear output layer with a chosen orthogonal gain."""
+
+    features: int
+    scale: float = 1.0
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return nn.Dense(
+            self.features, kernel_init=orthogonal(self.scale), bias_init=nn.initializers.zeros
+        )(x)
+
+
+class ActorCritic(nn.Module):
+    """Separate actor and critic MLPs, or (a conv torso) one torso shared by both.
+
+    Discrete: returns (logits, value). Continuous: returns ((mean, log_std), value) with a
+    state-independent log standard deviation, as is standard for PPO.
+    """
+
+    action_dim: int
+    discrete: bool
+    hidden: Sequence[int] = (64, 64)
+    activation: str = "tanh"
+    torso: str = "mlp"
+
+    def setup(self) -> None:
+        if self.torso != "mlp":
+            self.shared_torso = make_torso(self.torso, self.hidden, self.activation)
+        else:
+            self.actor_torso = MLP(self.hidden, self.activation)
+            self.critic_torso = MLP(self.hidden, self.activation)
+        self.actor_head = Head(self.action_dim, scale=0.01)
+        self.critic_head = Head(1, scale=1.0)
+        if not self.discrete:
+            self.log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
+
+    def value(self, obs: jax.Array) -> jax.Array:
+        """State value V(obs), shape [batch]."""
+        torso = self.shared_torso if self.torso != "mlp" else self.critic_torso
+        return self._value_head(torso(obs))
+
+    def policy(self, obs: jax.Array):
+        """Policy parameters: logits, or (mean, log_std) broadcast to the batch."""
+        torso = self.shared_torso if self.torso != "mlp" else self.actor_torso
+        return self._policy_head(torso(obs))
+
+    def __call__(self, obs: jax.Array):
+        if self.torso != "mlp":  # the torso once for both heads
+            features = self.shared_torso(obs)
+            return self._policy_head(features), self._value_head(features)
+        return self.policy(obs), self.value(obs)
+
+    def _value_head(self, features: jax.Array) -> jax.Array:
+        return self.critic_head(features)[:, 0]
+
+    def _policy_head(self, features: jax.Array):
+        out = self.actor_head(features)
+        if self.discrete:
+            return out
+        return out, jnp.broadcast_to(self.log_std, out.shape)

@@ -1,0 +1,74 @@
+"""Observation normalisation that lives in the agent's state (`--set normalize_obs=true`).
+
+The running statistics are pooled over every env, and over every device through a
+collective, so all envs see one transform. Being part of the agent state, they are
+checkpointed and resumed with it, and evaluation normalises with exactly what training used.
+A disabled normaliser is `None` in the state, so runs without it keep their state's shape.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from jaxrl_sys.core import collectives
+
+CLIP = 10.0
+EPSILON = 1e-8
+
+
+@struct.dataclass
+class RunningStats:
+    """Per-element mean and (population) variance of the observations seen, and their count."""
+
+    mean: jax.Array
+    var: jax.Array
+    count: jax.Array  # float32 scalar
+
+
+def init_stats(enabled: bool, obs_shape: tuple[int, ...]) -> Optional[RunningStats]:
+    """Empty statistics for `obs_shape`, or None when normalisation is off."""
+    if not enabled:
+        return None
+    return RunningStats(mean=jnp.zeros(obs_shape, jnp.float32),
+                        var=jnp.ones(obs_shape, jnp.float32), count=jnp.zeros((), jnp.float32))
+
+
+def update(stats: Optional[RunningStats], obs: jax.Array,
+           axis_name: Optional[str]) -> Optional[RunningStats]:
+    """`stats` with a batch of observations (any leading axes) folded in, pooled over the
+    devices of `axis_name` (the parallel-variance merge); None stays None."""
+    if stats is None:
+        return None
+    x = obs.reshape(-1, *stats.mean.shape).astype(jnp.float32)
+    n = collectives.psum(jnp.asarray(x.shape[0], jnp.float32), axis_name)
+    batch_mean = collectives.psum(jnp.sum(x, axis=0), axis_name) / n
+    batch_m2 = collectives.psum(jnp.sum(jnp.square(x - batch_mean), axis=0), axis_name)
+    total = stats.count + n
+    delta = batch_mean - stats.mean
+    mean = stats.mean + delta * (n / total)
+    m2 = stats.var * stats.count + batch_m2 + jnp.square(delta) * (stats.count * n / total)
+    return RunningStats(mean=mean, var=m2 / total, count=total)
+
+
+def update_if_empty(stats: Optional[RunningStats], obs: jax.Array,
+                    axis_name: Optional[str]) -> Optional[RunningStats]:
+    """Statistics started from `obs` (the envs' first observations) if none are in yet, so
+    that the first rollout is normalised too."""
+    if stats is None:
+        return None
+    started = update(stats, obs, axis_name)
+    return jax.tree.map(lambda new, old: jnp.where(stats.count > 0, old, new), started, stats)
+
+
+def normalize(stats: Optional[RunningStats], obs: jax.Array) -> jax.Array:
+    """`obs` standardised with `stats` and clipped to +-CLIP; unchanged when `stats` is None
+    or empty."""
+    if stats is None:
+        return obs
+    x = obs.astype(jnp.float32)
+    z = jnp.clip((x - stats.mean) / jnp.sqrt(stats.var + EPSILON), -CLIP, CLIP)
+    return jnp.where(stats.count > 0, z, x)

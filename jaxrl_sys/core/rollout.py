@@ -1,0 +1,89 @@
+"""A batch of environments stepped on device, keyed by global env id.
+
+Each env draws its randomness from `fold_in(key, env_id)`, so a run is the same whether its
+envs live on one device or are split over many.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from jaxrl_sys.core import collectives
+from jaxrl_sys.core.types import Discrete, Env, Metrics, PyTree
+
+
+@struct.dataclass
+class VecEnvState:
+    """The per-env part of a run: env states, current observations, global env ids."""
+
+    env_state: PyTree
+    obs: jax.Array
+    env_ids: jax.Array
+
+
+@struct.dataclass
+class StepResult:
+    """What one vectorised env step returns besides the new state."""
+
+    reward: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+    info: dict
+
+
+def per_env_keys(key: jax.Array, env_ids: jax.Array) -> jax.Array:
+    """One key per env, derived from its global id."""
+    return jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, env_ids)
+
+
+def reset_envs(env: Env, key: jax.Array, env_ids: jax.Array) -> VecEnvState:
+    """Reset every env in the batch."""
+    obs, env_state = jax.vmap(env.reset)(per_env_keys(key, env_ids))
+    return VecEnvState(env_state=env_state, obs=obs, env_ids=env_ids)
+
+
+def step_envs(
+    env: Env, state: VecEnvState, actions: jax.Array, key: jax.Array
+) -> tuple[VecEnvState, StepResult]:
+    """Step every env once (auto-resetting finished episodes)."""
+    obs, env_state, reward, terminated, truncated, info = jax.vmap(env.step)(
+        per_env_keys(key, state.env_ids), state.env_state, actions
+    )
+    return (
+        state.replace(env_state=env_state, obs=obs),
+        StepResult(reward=reward, terminated=terminated, truncated=truncated, info=info),
+    )
+
+
+def episode_metrics(info: dict, axis_name: Optional[str]) -> Metrics:
+    """Sums of finished-episode returns/lengths and their count, summed over devices.
+
+    Sums (not means) so that a driver can combine any number of iterations and devices
+    exactly; `mean_return = episode_return_sum / episode_count`.
+    """
+    done = info["episode_done"].astype(jnp.float32)
+    sums = {
+        "episode_return_sum": jnp.sum(info["episode_return"] * done),
+        "episode_length_sum": jnp.sum(info["episode_length"] * done),
+        "episode_count": jnp.sum(done),
+    }
+    return collectives.psum(sums, axis_name)
+
+
+def legal_actions(env: Env, env_state: PyTree) -> jax.Array:
+    """Legal-action masks bool [B, n] of a batch of env states (all True if the env has none).
+
+    Uses `env.legal_actions` (vmapped) where the env defines it; otherwise every one of the
+    `spec.action_space.n` actions is legal. Only for discrete action spaces.
+    """
+    space = env.spec.action_space
+    if not isinstance(space, Discrete):
+        raise TypeError(f"{env.spec.name}: legal actions need a discrete action space")
+    if hasattr(env, "legal_actions"):
+        return jax.vmap(env.legal_actions)(env_state)
+    batch = jax.tree.leaves(env_state)[0].shape[0]
+    return jnp.ones((batch, space.n), jnp.bool_)

@@ -1,0 +1,168 @@
+"""Types shared by environments, agents, the loops and the run layer.
+
+An environment is a static object of pure functions (`reset`, `step`) plus an `EnvSpec`;
+agents build their networks from the spec alone, so they never import a particular env.
+`AgentDef` is the contract every agent module keeps; `HostFns` and `Rollout` are what an agent
+gives the host loop and gets from it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, NamedTuple, Optional, Protocol, Union
+
+import jax
+
+PyTree = Any
+Metrics = dict[str, jax.Array]
+
+
+@dataclasses.dataclass(frozen=True)
+class Discrete:
+    """A discrete action space with actions 0..n-1."""
+
+    n: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Box:
+    """A continuous action space: a float vector bounded element-wise by `low` and `high`."""
+
+    shape: tuple[int, ...]
+    low: tuple[float, ...]
+    high: tuple[float, ...]
+
+
+ActionSpace = Union[Discrete, Box]
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvSpec:
+    """What an agent needs to know about an environment to build itself.
+
+    `num_players` 2 means alternating two-player zero-sum self-play: observation and reward are
+    from the view of the player who moves, and the agent picks the moves of both sides.
+    """
+
+    name: str
+    obs_shape: tuple[int, ...]
+    obs_dtype: str
+    action_space: ActionSpace
+    max_episode_steps: int
+    num_players: int = 1
+
+    @property
+    def discrete(self) -> bool:
+        return isinstance(self.action_space, Discrete)
+
+
+class Env(Protocol):
+    """A pure-JAX environment with gymnax 1.x semantics and auto-reset.
+
+    `step` returns `obs, state, reward, terminated, truncated, info`; when an episode ends the
+    returned `obs`/`state` already belong to the next episode and `info["final_observation"]`
+    holds the last observation of the finished one (needed to bootstrap through truncation).
+
+    An env with a discrete action space MAY also define `legal_actions(state) -> bool[n]`, the
+    legal-action mask of the state's player to move (board games); without it every action is
+    legal (see `jaxrl_sys.core.rollout.legal_actions`).
+    """
+
+    spec: EnvSpec
+
+    def reset(self, key: jax.Array) -> tuple[jax.Array, PyTree]: ...
+
+    def step(
+        self, key: jax.Array, state: PyTree, action: jax.Array
+    ) -> tuple[jax.Array, PyTree, jax.Array, jax.Array, jax.Array, dict[str, jax.Array]]: ...
+
+
+class Rollout(NamedTuple):
+    """T vector steps of B envs, time-major [T, B, ...].
+
+    `next_obs[t]` is the observation that followed `obs[t]` in the same episode: the episode's
+    last observation where it ended at step t (never the next episode's first).
+    """
+
+    obs: Any
+    action: Any
+    reward: Any
+    terminated: Any
+    truncated: Any
+    next_obs: Any
+    extras: dict  # what `act` returned besides the action (e.g. log-probs, values)
+
+
+class HostFns(NamedTuple):
+    """What an agent gives the host loop; every function is jitted by the loop.
+
+    init(key) -> (agent_state, replay)        replay may be None
+    actor_params(agent_state) -> params        what `act` needs, published every update
+    act(params, obs, key, env_steps) -> (action, extras)
+        env_steps: env steps (over all envs) taken before this step, for schedules
+    learn(agent_state, replay, rollout, key) -> (agent_state, replay, metrics)
+        replay is donated (updated in place)
+    """
+
+    init: Callable[[jax.Array], tuple[PyTree, PyTree]]
+    actor_params: Callable[[PyTree], PyTree]
+    act: Callable[[PyTree, jax.Array, jax.Array, jax.Array], tuple[jax.Array, dict]]
+    learn: Callable[[PyTree, PyTree, Rollout, jax.Array], tuple[PyTree, PyTree, Metrics]]
+    num_envs: int
+    rollout_steps: int
+
+
+@dataclasses.dataclass(frozen=True)
+class BoundAgent:
+    """What every agent module's `make(env, config)` returns: pure functions bound to one env
+    and config (each agent's `Agent` adds its networks and functions of its own, as keywords
+    after these seven, which come in this order).
+
+    init(key) -> state                                  learner state: params, optimiser, ...
+    init_envs(key, env_ids) -> env_state                envs (and replay rows) of these ids
+    act(params, obs, key, ...) -> action (and what the learner needs)
+    update(state, batch, ...) -> (state, metrics, ...)  one learning step on given data
+    train_step(state, env_state, key) -> (state, env_state, metrics)   collect and learn
+    """
+
+    config: Any
+    spec: EnvSpec
+    init: Callable[..., PyTree]
+    init_envs: Callable[..., PyTree]
+    act: Callable[..., Any]
+    update: Callable[..., Any]
+    train_step: Callable[..., tuple[PyTree, PyTree, Metrics]]
+
+
+class AgentDef(Protocol):
+    """What an agent module (agents/<name>.py) provides; the run layer uses nothing else.
+
+    `make(env, config)` binds the pure functions to an env and a config. The bound agent has
+    `init(key) -> state`, `init_envs(key, env_ids) -> env_state` and
+    `train_step(state, env_state, key) -> (state, env_state, metrics)`: collect on device and
+    learn, for the device loop (`jaxrl_sys.runtime.execution.placement_fns` places them). Its collectives
+    run over `axis_name` where that axis is bound and are no-ops elsewhere, so the same
+    functions run under a user's plain `jit`/`vmap`.
+    """
+
+    DEFAULT_ENV: str  # what `--env` defaults to
+    DEFAULT_EVAL_EPISODES: int  # greedy evaluation episodes per chunk (0: training returns)
+
+    def default_config(self, env_name: str) -> Any:
+        """The frozen Config whose defaults solve `env_name` (`validate()` checks it)."""
+
+    def make(self, env: Env, config: Any, axis_name: Optional[str] = "device") -> BoundAgent:
+        """The agent's pure functions bound to `env` and `config`."""
+
+    def greedy_action(self, agent: Any) -> Callable[..., jax.Array]:
+        """policy(state, obs, key, legal=None, env_state=None) -> actions, for evaluation."""
+
+
+class HostAgentDef(AgentDef, Protocol):
+    """An agent that also learns from envs in worker processes (the host loop)."""
+
+    def host_fns(self, agent: Any) -> HostFns:
+        """The same act and update, on rollouts that the host loop collects."""
+
+    # optional: `host_config_problem(config) -> Optional[str]`, one line naming what a config
+    # asks that the host loop does not do (the run is refused with it before anything starts)

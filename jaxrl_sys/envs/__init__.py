@@ -1,0 +1,41 @@
+"""Environments: the registry (`make`, `make_eval`, `names`, `register`), adapters and wrappers.
+
+Names are imported on first use (as `jaxrl_sys`'s own are), so that importing a submodule such
+as `jaxrl_sys.envs.gymnasium_worker` in a Gymnasium worker process imports no JAX. gymnax is
+imported on the first `make` of a gymnax id, our own pure-JAX envs (e.g. tic-tac-toe in
+`jaxrl_sys.envs.tictactoe`) on their first `make`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_NAMES = {
+    "EnvParamError": "jaxrl_sys.envs.errors",
+    "UnknownEnvError": "jaxrl_sys.envs.errors",
+    "UnsupportedEnvError": "jaxrl_sys.envs.errors",
+    "USER_ERRORS": "jaxrl_sys.envs.errors",
+    "GymnaxEnv": "jaxrl_sys.envs.gymnax_env",
+    "is_host_env": "jaxrl_sys.envs.registry",
+    "make": "jaxrl_sys.envs.registry",
+    "make_eval": "jaxrl_sys.envs.registry",
+    "make_host": "jaxrl_sys.envs.registry",
+    "names": "jaxrl_sys.envs.registry",
+    "register": "jaxrl_sys.envs.registry",
+    "reward_threshold": "jaxrl_sys.envs.registry",
+    "EpisodeStatistics": "jaxrl_sys.envs.wrappers",
+    "EpisodeStatsState": "jaxrl_sys.envs.wrappers",
+}
+
+__all__ = sorted(_NAMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _NAMES:
+        return getattr(importlib.import_module(_NAMES[name]), name)
+    raise AttributeError(f"module 'jaxrl_sys.envs' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_NAMES))

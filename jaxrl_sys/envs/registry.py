@@ -1,0 +1,241 @@
+"""Name -> environment resolution: gymnax envs, our own pure-JAX envs, and wrapper assembly."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib
+import importlib.util
+import inspect
+from typing import Any, Callable, Optional, Union
+
+from jaxrl_sys.envs.errors import EnvParamError, UnknownEnvError
+from jaxrl_sys.envs.gymnax_env import GymnaxEnv
+from jaxrl_sys.envs.wrappers import EpisodeStatistics
+from jaxrl_sys.core.types import Env
+
+EnvFactory = Callable[..., Env]
+
+GYMNASIUM_PREFIX = "gymnasium:"
+ENVPOOL_PREFIX = "envpool:"
+HOST_PREFIXES = (GYMNASIUM_PREFIX, ENVPOOL_PREFIX)
+ATARI_NAMESPACE = "ALE/"  # gymnasium:ALE/<Game>-v5: ale-py's games, preprocessed (envs.atari)
+PGX_PREFIX = "pgx:"
+BRAX_PREFIX = "brax:"
+
+# gymnax ids that construct without network access (MNISTBandit-bsuite downloads data).
+# Kept as literals so `names()` and error messages never pay for importing gymnax.
+GYMNAX_NAMES: tuple[str, ...] = (
+    "CartPole-v1",
+    "Acrobot-v1",
+    "MountainCar-v0",
+    "Pendulum-v1",
+    "MountainCarContinuous-v0",
+    "Asterix-MinAtar",
+    "Breakout-MinAtar",
+    "Freeway-MinAtar",
+    "Seaquest-MinAtar",
+    "SpaceInvaders-MinAtar",
+    "Catch-bsuite",
+    "DeepSea-bsuite",
+    "MemoryChain-bsuite",
+    "UmbrellaChain-bsuite",
+    "DiscountingChain-bsuite",
+    "SimpleBandit-bsuite",
+    "FourRooms-misc",
+    "MetaMaze-misc",
+    "PointRobot-misc",
+    "BernoulliBandit-misc",
+    "GaussianBandit-misc",
+    "Reacher-misc",
+    "Swimmer-misc",
+    "Pong-misc",
+    "FrozenLake-misc",
+)
+
+# Returns at which an env counts as solved (Gymnasium's reward_threshold, where it has one;
+# -200 for Pendulum, a common bar). Used to report when a run solved its env.
+REWARD_THRESHOLDS: dict[str, float] = {
+    "CartPole-v1": 475.0,
+    "Acrobot-v1": -100.0,
+    "MountainCar-v0": -110.0,
+    "MountainCarContinuous-v0": 90.0,
+    "Pendulum-v1": -200.0,
+    # Greedy mean return 0 against the perfect opponent: never losing is the best possible.
+    "TicTacToe-v0": 0.0,
+}
+
+
+def reward_threshold(name: str) -> float | None:
+    """The return at which `name` counts as solved, or None if there is no agreed bar.
+
+    For `gymnasium:<id>` names it is Gymnasium's own `reward_threshold` for the id.
+    """
+    if is_host_env(name):
+        try:
+            return make_host(name).reward_threshold
+        except ValueError:
+            return None
+    return REWARD_THRESHOLDS.get(name)
+
+
+# Our own envs: name -> factory, or a "module:attr" string imported on first use.
+_OWN: dict[str, Union[EnvFactory, str]] = {}
+# Params that turn an env into its evaluation variant (see `make_eval`); absent means none.
+_EVAL_PARAMS: dict[str, dict[str, Any]] = {}
+
+
+def register(
+    name: str,
+    factory: Union[EnvFactory, str],
+    eval_params: Optional[dict[str, Any]] = None,
+) -> None:
+    """Register our own env: `factory(**params) -> Env`, or a lazy "module:attr" path to one.
+
+    `eval_params` override the params for the env's evaluation variant (see `make_eval`), e.g.
+    a fixed strong opponent for a self-play board game.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError("env name must be a non-empty string")
+    if name.startswith(HOST_PREFIXES):
+        raise ValueError(f"env names starting with {' or '.join(HOST_PREFIXES)} are reserved")
+    if name in GYMNAX_NAMES or name in _OWN:
+        raise ValueError(f"env {name!r} is already registered")
+    if not (callable(factory) or (isinstance(factory, str) and ":" in factory)):
+        raise TypeError("factory must be callable or a 'module:attr' string")
+    _OWN[name] = factory
+    if eval_params:
+        _EVAL_PARAMS[name] = dict(eval_params)
+    else:
+        _EVAL_PARAMS.pop(name, None)
+
+
+def names() -> list[str]:
+    """All names `make` resolves (gymnax ids, then our own envs)."""
+    return [*GYMNAX_NAMES, *_OWN]
+
+
+def make(name: str, *, episode_stats: bool = True, **params: Any) -> Env:
+    """Build env `name` with `params` overriding its defaults, wrapped in EpisodeStatistics
+    (if `episode_stats`). Observation normalisation is the agents' (`jaxrl_sys.core.obs_norm`)."""
+    if is_host_env(name):
+        raise UnknownEnvError(
+            f"{name!r} is not a JAX env: it runs in worker processes through the host loop "
+            "(envs.make_host)"
+        )
+    if name.startswith(PGX_PREFIX):
+        if params:
+            raise EnvParamError(f"{name} takes no env params, got {', '.join(sorted(params))}")
+        from jaxrl_sys.envs import pgx_env  # lazy: importing pgx is not free
+
+        env = pgx_env.make(name)
+    elif name.startswith(BRAX_PREFIX):
+        if importlib.util.find_spec("brax") is None:
+            raise UnknownEnvError(f"{name} needs brax: pip install -e '.[brax]'")
+        from jaxrl_sys.envs import brax_env  # lazy: importing brax is not free
+
+        env = brax_env.make(name, **params)
+    elif name in _OWN:
+        env = _make_own(name, params)
+    elif name in GYMNAX_NAMES:
+        env = _make_gymnax(name, params)
+    else:
+        raise UnknownEnvError(_unknown_message(name))
+    if episode_stats:
+        env = EpisodeStatistics(env)
+    return env
+
+
+def is_host_env(name: str) -> bool:
+    """Whether `name` is an env run by the host loop (`gymnasium:<id>`, `envpool:<task>`),
+    not on device."""
+    return name.startswith(HOST_PREFIXES)
+
+
+def make_host(name: str, **params: Any):
+    """Resolve a `gymnasium:<id>` name (a `GymnasiumEnv`, params to `gymnasium.make`) or an
+    `envpool:<task>` name (an `EnvpoolEnv`, params to `envpool.make`) for the host loop.
+
+    One line errors: unknown id, bad params and unsupported spaces (`UnsupportedEnvError`).
+    """
+    if not is_host_env(name):
+        raise UnknownEnvError(f"{name!r} is not a host-loop env (names start with "
+                              f"{' or '.join(repr(p) for p in HOST_PREFIXES)})")
+    prefix = next(p for p in HOST_PREFIXES if name.startswith(p))
+    env_id = name[len(prefix):]
+    if not env_id:
+        raise UnknownEnvError(f"{name!r} names no env id")
+    if prefix == ENVPOOL_PREFIX:
+        from jaxrl_sys.envs import envpool_env  # lazy, as below
+
+        return envpool_env.make(env_id, **params)
+    if env_id.startswith(ATARI_NAMESPACE):
+        from jaxrl_sys.envs import atari
+
+        return atari.make_gymnasium(env_id, **params)
+    from jaxrl_sys.envs import gymnasium_env  # lazy: importing gymnasium is not free
+
+    return gymnasium_env.make(env_id, **params)
+
+
+def make_eval(name: str, **params: Any) -> Env:
+    """Build the evaluation variant of env `name`: `make` with its registered eval params on top.
+
+    For a self-play board game this fixes a strong opponent; for every other env it is `make`.
+    """
+    return make(name, **{**params, **_EVAL_PARAMS.get(name, {})})
+
+
+def _make_gymnax(name: str, params: dict[str, Any]) -> Env:
+    """Construct a gymnax env and bake `params` into its EnvParams."""
+    import gymnax  # lazy: importing gymnax takes seconds
+
+    gym_env, env_params = gymnax.make(name)
+    valid = [f.name for f in dataclasses.fields(env_params)]
+    _check_params(name, params, valid)
+    if params:
+        env_params = env_params.replace(**params)
+    return GymnaxEnv(gym_env, env_params, name=name)
+
+
+def _make_own(name: str, params: dict[str, Any]) -> Env:
+    """Construct one of our own registered envs, checking `params` against its signature."""
+    factory = _OWN[name]
+    if isinstance(factory, str):
+        module, attr = factory.split(":", 1)
+        factory = getattr(importlib.import_module(module), attr)
+        _OWN[name] = factory
+    sig = inspect.signature(factory)
+    kinds = {p.kind for p in sig.parameters.values()}
+    if inspect.Parameter.VAR_KEYWORD not in kinds:
+        valid = [
+            p.name
+            for p in sig.parameters.values()
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        ]
+        _check_params(name, params, valid)
+    return factory(**params)
+
+
+def _check_params(name: str, params: dict[str, Any], valid: list[str]) -> None:
+    """Raise a one-line ValueError if `params` holds a name not in `valid`."""
+    unknown = sorted(set(params) - set(valid))
+    if unknown:
+        listed = ", ".join(valid) if valid else "(none)"
+        raise EnvParamError(
+            f"unknown param(s) {', '.join(unknown)} for env {name!r}; valid: {listed}"
+        )
+
+
+def _unknown_message(name: str) -> str:
+    """One line naming the closest known envs, or a few known ones if nothing is close."""
+    known = names()
+    by_lower = {n.lower(): n for n in known}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=3, cutoff=0.6)
+    if close:
+        return f"unknown env {name!r}; closest: {', '.join(by_lower[c] for c in close)}"
+    return f"unknown env {name!r}; known envs include: {', '.join(known[:6])}, ..."
+
+
+# Our own envs, each imported on its first `make`.
+register("TicTacToe-v0", "jaxrl_sys.envs.tictactoe:TicTacToe", eval_params={"opponent": "perfect"})

@@ -1,0 +1,154 @@
+"""The training driver: K iterations per compiled call, then back to Python for logging.
+
+The next chunk is dispatched before the previous chunk's metrics are fetched, so the device
+never waits for the host's logging.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import warnings
+from typing import Callable, Optional
+
+import numpy as np
+
+from jaxrl_sys.runtime.execution import STATE_FINITE, Carry, Runner
+from jaxrl_sys.runtime.waiting import fetch, in_thread, wait_ready
+
+
+@dataclasses.dataclass
+class ChunkSummary:
+    """Host-side digest of one chunk's metrics, over all seeds."""
+
+    chunk: int
+    iterations: int
+    returns: np.ndarray  # [seeds] mean return of episodes finished in the chunk (NaN if none)
+    lengths: np.ndarray  # [seeds]
+    scalars: dict[str, float]  # other metrics, averaged over seeds and iterations
+    eval_returns: Optional[np.ndarray] = None  # [seeds] greedy evaluation at the chunk's end
+    state_finite: Optional[np.ndarray] = None  # [seeds] every float in the agent state finite
+    final_values: dict = dataclasses.field(default_factory=dict)  # metric -> [seeds], last iteration
+
+    @property
+    def mean_return(self) -> float:
+        finite = self.returns[np.isfinite(self.returns)]
+        return float(finite.mean()) if finite.size else float("nan")
+
+
+EPISODE_KEYS = ("episode_return_sum", "episode_length_sum", "episode_count")
+
+
+class NonFiniteError(RuntimeError):
+    """Training produced non-finite parameters or metrics; the message names chunk and metric."""
+
+
+def check_finite(summary: ChunkSummary) -> None:
+    """Raise `NonFiniteError` if the agent state went non-finite or a metric is infinite.
+
+    NaN metrics alone are not an error: agents report NaN for iterations that did not learn
+    (e.g. before a replay warm-up ends).
+    """
+    bad_state = summary.state_finite is not None and not bool(np.all(summary.state_finite))
+    infinite = [k for k, v in summary.final_values.items() if np.isinf(v).any()]
+    if not bad_state and not infinite:
+        return
+    shown = [
+        f"{k}={float(np.asarray(v).reshape(-1)[0]):g}"
+        for k, v in sorted(summary.final_values.items()) if not np.isfinite(v).all()
+    ]
+    what = "parameters or optimiser state" if bad_state else "metrics"
+    detail = f" ({', '.join(shown)})" if shown else ""
+    raise NonFiniteError(f"non-finite {what} in chunk {summary.chunk}{detail}")
+
+
+def summarize(chunk: int, iterations: int, metrics: dict) -> ChunkSummary:
+    """Turn [seeds, K] metric arrays into per-seed episode means and scalar averages."""
+    metrics = dict(fetch(metrics))
+    state_finite = metrics.pop(STATE_FINITE, None)
+    count = np.asarray(metrics["episode_count"]).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        returns = np.where(count > 0, metrics["episode_return_sum"].sum(axis=1) / count, np.nan)
+        lengths = np.where(count > 0, metrics["episode_length_sum"].sum(axis=1) / count, np.nan)
+    with warnings.catch_warnings():  # metrics are NaN in iterations that did not learn
+        warnings.simplefilter("ignore", RuntimeWarning)
+        scalars = {
+            k: float(np.nanmean(v)) for k, v in metrics.items() if k not in EPISODE_KEYS
+        }
+    eval_returns = np.asarray(metrics["eval_return"]) if "eval_return" in metrics else None
+    final_values = {
+        k: np.asarray(v)[:, -1] for k, v in metrics.items()
+        if k not in EPISODE_KEYS and np.ndim(v) == 2
+    }
+    return ChunkSummary(chunk, iterations, returns, lengths, scalars, eval_returns,
+                        None if state_finite is None else np.asarray(state_finite), final_values)
+
+
+@dataclasses.dataclass
+class TrainResult:
+    carry: Carry
+    history: list[ChunkSummary]
+    compile_seconds: float
+    train_seconds: float
+    # where the host loop's threads spent their time (seconds by activity); empty on device
+    pipeline_seconds: dict = dataclasses.field(default_factory=dict)
+
+
+def train(
+    runner: Runner,
+    seeds: np.ndarray,
+    num_chunks: int,
+    on_chunk: Optional[Callable[[ChunkSummary, float], bool]] = None,
+    *,
+    carry: Optional[Carry] = None,
+    start_chunk: int = 0,
+    checkpoint_every: int = 0,
+    on_checkpoint: Optional[Callable[[int, Carry], None]] = None,
+    check: Callable[[ChunkSummary], None] = check_finite,
+) -> TrainResult:
+    """Run chunks `start_chunk .. num_chunks-1` for all `seeds`, from `carry` if given (a
+    restored run) or a fresh `runner.init(seeds)`.
+
+    `on_chunk(summary, train_seconds_so_far)` is called for every chunk in order; returning
+    True stops training early. `on_checkpoint(chunk, carry)` is called after every
+    `checkpoint_every`-th chunk and after the last one, once that chunk has passed the
+    non-finite check (`check`: `NonFiniteError` stops the run before a bad state is saved; a
+    sweep, whose diverging settings are results, passes one that lets them go on). Chunk c+1
+    is dispatched before chunk c's metrics are fetched, except where a checkpoint is due.
+    Compilation is done ahead of time and timed separately.
+    """
+    start = time.perf_counter()
+    carry = in_thread(lambda: runner.init(seeds)) if carry is None else carry
+    run_chunk = in_thread(lambda: runner.run_chunk.lower(carry).compile())
+    wait_ready(carry)
+    compile_seconds = time.perf_counter() - start
+
+    history: list[ChunkSummary] = []
+    train_start = time.perf_counter()
+
+    def handle(chunk: int, metrics: dict) -> bool:
+        summary = summarize(chunk, runner.iters_per_chunk, metrics)
+        check(summary)
+        history.append(summary)
+        return on_chunk is not None and on_chunk(summary, time.perf_counter() - train_start)
+
+    pending = None
+    stop = False
+    for chunk in range(start_chunk, num_chunks):
+        carry, metrics = run_chunk(carry)
+        if pending is not None:
+            stop = handle(*pending)
+        pending = (chunk, metrics)
+        due = on_checkpoint is not None and (
+            (checkpoint_every > 0 and (chunk + 1) % checkpoint_every == 0)
+            or chunk == num_chunks - 1 or stop
+        )
+        if due or stop or chunk == num_chunks - 1:
+            stop = handle(*pending) or stop
+            pending = None
+            if on_checkpoint is not None and due:
+                on_checkpoint(chunk, carry)
+            if stop:
+                break
+    wait_ready(carry)
+    return TrainResult(carry, history, compile_seconds, time.perf_counter() - train_start)

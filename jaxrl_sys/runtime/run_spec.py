@@ -1,0 +1,257 @@
+"""A run as data: `RunSpec`, what it resolves to (`ResolvedRun`), and the run's `run.json`.
+
+A RunSpec is built from train.py's flags or from Python, validated completely before anything
+is created (devices, directories, processes), saved as `run.json` in the run directory and read
+back by `--resume`, evaluate.py and arena.py. The agent modules and the env registry are handed
+in by the caller (`resolve(spec, load_agent, registry)`): jaxrl_sys never imports them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any, Callable, Optional, Protocol, Union
+
+from jaxrl_sys.runtime.checkpoint import CheckpointError
+from jaxrl_sys.runtime.cli import UsageError
+from jaxrl_sys.core.config import (
+    apply_overrides, config_from_dict, config_to_dict, split_env_overrides,
+)
+
+RUN_FILE = "run.json"
+LEGACY_ARGS_FILE = "args.json"  # runs saved before run.json: train.py's flags
+RUN_FILE_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """Everything that defines a run; `None` fields take the agent's or env's default."""
+
+    agent: str = "ppo"
+    env: Optional[str] = None  # default: the agent module's DEFAULT_ENV
+    overrides: tuple[str, ...] = ()  # "key=value" config fields; "env.key=value" env params
+    total_steps: Optional[int] = None  # env steps per seed (overrides the config's)
+    # placement
+    devices: int = 1
+    seeds: int = 1
+    seed: int = 0  # seeds are seed .. seed+seeds-1
+    # budget, evaluation and logging
+    chunks: int = 20  # log points (compiled calls) per run
+    eval_episodes: Optional[int] = None  # greedy episodes per chunk; None: the agent's default
+    target_return: Optional[float] = None  # stop once the mean return reaches it
+    run_root: str = "runs"
+    progress: bool = True
+    wandb: Optional[str] = None  # Weights & Biases project to log to as well; None: no W&B
+    # checkpoints
+    checkpoint_every: int = 5  # chunks; 0: only at the end
+    keep_checkpoints: int = 3
+    save_replay: bool = True
+    # host loop (gymnasium: and envpool: envs)
+    staleness: int = 1
+    step_timeout: float = 60.0
+    # hyper-parameter sweep (jaxrl_sys.sweeps): "key=v1,v2" grids, "key=log:lo:hi" ranges
+    sweep: tuple[str, ...] = ()
+    samples: int = 0  # draws of the sweep's ranges
+    sweep_batching: str = "auto"  # "vmap", "map" or "auto" (see jaxrl_sys.sweeps.batching)
+
+    def check(self) -> None:
+        """Refuse counts that cannot work, with one line naming the field."""
+        for name in ("devices", "seeds", "chunks", "keep_checkpoints"):
+            if getattr(self, name) < 1:
+                raise UsageError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("seed", "checkpoint_every", "staleness", "samples"):
+            if getattr(self, name) < 0:
+                raise UsageError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.total_steps is not None and self.total_steps < 1:
+            raise UsageError(f"total_steps must be >= 1, got {self.total_steps}")
+        if self.eval_episodes is not None and self.eval_episodes < 0:
+            raise UsageError(f"eval_episodes must be >= 0, got {self.eval_episodes}")
+        if not self.step_timeout > 0:
+            raise UsageError(f"step_timeout must be > 0, got {self.step_timeout}")
+        if self.wandb is not None:
+            self._check_wandb()
+
+    def _check_wandb(self) -> None:
+        """W&B logging needs a project name, the wandb package, and a single run."""
+        import importlib.util
+
+        if not self.wandb.strip():
+            raise UsageError("--wandb needs a project name")
+        if self.sweep:
+            raise UsageError("--wandb logs single runs; a sweep's results are its sweep.json, "
+                             "sweep.md and sweep.png")
+        if importlib.util.find_spec("wandb") is None:
+            raise UsageError("--wandb needs the wandb package: pip install -e '.[wandb]'")
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(range(self.seed, self.seed + self.seeds))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "overrides": list(self.overrides),
+                "sweep": list(self.sweep)}
+
+    @classmethod
+    def from_dict(cls, fields: dict[str, Any]) -> RunSpec:
+        """A spec from `to_dict`'s output; unknown keys are ignored (newer or older files)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        kept = {k: v for k, v in fields.items() if k in known}
+        for name in ("overrides", "sweep"):
+            if name in kept:
+                kept[name] = tuple(kept[name])
+        return cls(**kept)
+
+
+class AgentModule(Protocol):
+    """What the run layer uses of an agent module (see agents/)."""
+
+    DEFAULT_ENV: str
+
+    def default_config(self, env_name: str) -> Any: ...
+
+
+class EnvRegistry(Protocol):
+    """What the run layer uses of the env registry (see envs/)."""
+
+    def is_host_env(self, name: str) -> bool: ...
+
+    def make(self, name: str, **params: Any) -> Any: ...
+
+    def make_host(self, name: str, **params: Any) -> Any: ...
+
+    def make_eval(self, name: str, **params: Any) -> Any: ...
+
+    def reward_threshold(self, name: str) -> Optional[float]: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedRun:
+    """A spec with its agent module, env name, validated config and env parameters."""
+
+    spec: RunSpec
+    module: Any
+    env_name: str
+    config: Any
+    env_kwargs: dict
+    host: bool  # a gymnasium: env, run through the host loop
+    eval_episodes: int
+
+    @property
+    def seeds(self) -> list[int]:
+        return self.spec.seed_list
+
+    def build(self, registry: EnvRegistry) -> tuple[Any, Any]:
+        """(env, agent): the training env and the agent made from the config."""
+        if self.host:
+            env = registry.make_host(self.env_name, **self.env_kwargs)
+            return env, self.module.make(env, self.config, axis_name=None)
+        env = registry.make(self.env_name, **self.env_kwargs)
+        return env, self.module.make(env, self.config)
+
+
+def resolve(spec: RunSpec, load_agent: Callable[[str], Any],
+            registry: EnvRegistry, saved_run: Optional[Union[str, Path]] = None) -> ResolvedRun:
+    """Check `spec` completely (counts, agent, env, config, placement); touches no device.
+
+    `saved_run`: the run directory `spec` was loaded from; its run.json's config is used as
+    saved, so that a saved run stays the run it was when the shipped defaults change.
+
+    Raises UsageError, ConfigError, PlacementError or the loader's and registry's own errors,
+    each one line.
+    """
+    from jaxrl_sys.runtime.execution import check_placement
+
+    spec.check()
+    module = load_agent(spec.agent)
+    env_name = spec.env or module.DEFAULT_ENV
+    config = module.default_config(env_name)
+    agent_pairs, env_kwargs = split_env_overrides(list(spec.overrides))
+    saved_config = read_run_record(saved_run).get("config") if saved_run is not None else None
+    if isinstance(saved_config, dict):
+        config = config_from_dict(type(config)(), saved_config)
+    else:
+        if spec.total_steps is not None:
+            config = dataclasses.replace(config, total_steps=spec.total_steps)
+        config = apply_overrides(config, agent_pairs)
+    config.validate()
+    host = registry.is_host_env(env_name)
+    if spec.eval_episodes is not None:
+        eval_episodes = spec.eval_episodes
+    else:
+        eval_episodes = 0 if host else getattr(module, "DEFAULT_EVAL_EPISODES", 0)
+    if host:
+        _check_host(spec, module, config)
+    else:
+        check_placement(config.num_envs, spec.devices, eval_episodes)
+    return ResolvedRun(spec, module, env_name, config, env_kwargs, host, eval_episodes)
+
+
+def _check_host(spec: RunSpec, module: Any, config: Any) -> None:
+    """What the host loop (gymnasium: and envpool: envs) does not do, as one-line usage errors."""
+    if not hasattr(module, "host_fns"):
+        raise UsageError(f"agent {spec.agent!r} has no host loop; host-loop envs "
+                         "(gymnasium:, envpool:) run with ppo, dqn or sac")
+    problem = getattr(module, "host_config_problem", lambda config: None)(config)
+    if problem:
+        raise UsageError(problem)
+    if spec.devices != 1 or spec.seeds != 1:
+        raise UsageError("host-loop envs (gymnasium:, envpool:) run one seed on one device "
+                         "through the host loop; use --devices 1 --seeds 1")
+    if spec.eval_episodes:
+        raise UsageError("--eval-episodes is not available for host-loop envs; training "
+                         "returns are reported")
+
+
+def save_run_file(run_dir: Path, resolved: ResolvedRun) -> None:
+    """Write `run.json`: the spec (what `load_spec` reads) and, for people and plots, the
+    resolved agent, env, seeds and config."""
+    record = {
+        "version": RUN_FILE_VERSION,
+        "spec": resolved.spec.to_dict(),
+        "agent": resolved.spec.agent,
+        "env": resolved.env_name,
+        "seeds": resolved.seeds,
+        "devices": resolved.spec.devices,
+        "config": config_to_dict(resolved.config),
+    }
+    (Path(run_dir) / RUN_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+
+
+def load_spec(run_dir: Union[str, Path]) -> RunSpec:
+    """The spec a run in `run_dir` was started with: `run.json`, or an older run's `args.json`.
+
+    Raises CheckpointError (one line) if `run_dir` is not a run directory.
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise CheckpointError(f"no run directory at {run_dir}")
+    for name in (RUN_FILE, LEGACY_ARGS_FILE):
+        path = run_dir / name
+        if not path.is_file():
+            continue
+        try:
+            stored = json.loads(path.read_text(encoding="utf-8"))
+            if name == RUN_FILE:
+                return RunSpec.from_dict(stored["spec"])
+            return _spec_of_flags(stored)
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise CheckpointError(f"{run_dir} is not a resumable run ({name}: "
+                                  f"{type(error).__name__})") from None
+    raise CheckpointError(f"{run_dir} is not a resumable run (no {RUN_FILE})")
+
+
+def _spec_of_flags(flags: dict[str, Any]) -> RunSpec:
+    """An older run's args.json (train.py's flag names) as a spec."""
+    fields = dict(flags)
+    fields["progress"] = not fields.pop("no_progress", False)
+    fields["save_replay"] = not fields.pop("no_save_replay", False)
+    return RunSpec.from_dict(fields)
+
+
+def read_run_record(run_dir: Union[str, Path]) -> dict[str, Any]:
+    """`run.json` as a dict ({} if absent or unreadable): agent, env, seeds, config."""
+    try:
+        return json.loads((Path(run_dir) / RUN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}

@@ -1,0 +1,1 @@
+"""Tools over runs: benchmark suites and their references, learning checks, the arena."""

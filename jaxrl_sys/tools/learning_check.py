@@ -1,0 +1,335 @@
+"""Learning checks: train a promised (agent, env) pair over many seeds and judge robustness.
+
+A `LearningCase` names an agent, an env, the shipped config (plus any test-only overrides),
+a threshold and how it is measured (greedy evaluation where the agent has one). `run_case`
+trains it with the same placement and driver as `scripts/train.py`, seeds vmapped, and keeps
+every seed's curve; `judge` applies the robustness rule of issue 12: at least 15 of 16 seeds
+reach the threshold, and no seed that reached it ends more than 5% below it.
+
+XLA's CPU code differs with the instruction set (`--xla_cpu_max_isa`), and RL turns the last
+bits into another run, so `scripts/check_learning.py` runs the cases once per code-generation
+setting, each in its own process (the flag must be set before JAX starts).
+
+The agent module and the env registry are handed in by the caller: jaxrl_sys never imports
+`agents` or `envs`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
+
+import numpy as np
+
+# Code-generation settings: name -> the XLA flag that selects it ("native": none).
+ISA_SETTINGS: dict[str, str] = {
+    "native": "",
+    "AVX512": "--xla_cpu_max_isa=AVX512",
+    "AVX2": "--xla_cpu_max_isa=AVX2",
+    "AVX": "--xla_cpu_max_isa=AVX",
+    "SSE4_2": "--xla_cpu_max_isa=SSE4_2",
+}
+# /proc/cpuinfo flag that a CPU needs for each capped setting
+_ISA_CPU_FLAG = {"AVX512": "avx512f", "AVX2": "avx2", "AVX": "avx", "SSE4_2": "sse4_2"}
+_ISA_ORDER = ("AVX512", "AVX2", "AVX", "SSE4_2")  # widest first
+
+# The robustness rule: seeds that must reach the threshold, and how far below it a seed
+# that reached it may end (a fraction of |threshold|).
+REQUIRED_FRACTION = 15 / 16
+COLLAPSE_TOLERANCE = 0.05
+
+
+@dataclasses.dataclass(frozen=True)
+class LearningCase:
+    """One promised (agent, env) pair, as its learning test trains it.
+
+    `overrides` are applied on top of the agent's `default_config(env)`; empty means the
+    shipped defaults. `eval_episodes` > 0 judges the greedy policy, evaluated at the end of
+    every `eval_every`-th chunk (host loop only; on device: every chunk) and of the last; 0
+    judges the mean return of the training episodes finished in each chunk.
+    `chunks` matches `scripts/train.py`'s default, so a case trains what the user's command
+    trains.
+    """
+
+    agent: str
+    env: str
+    threshold: float
+    eval_episodes: int = 32
+    eval_every: int = 1
+    overrides: tuple[tuple[str, Any], ...] = ()
+    chunks: int = 20
+    note: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.agent}:{self.env}"
+
+
+# Every pair the README and the learning tests promise, with its shipped defaults.
+CASES: tuple[LearningCase, ...] = (
+    LearningCase("ppo", "CartPole-v1", 475.0),
+    LearningCase("ppo", "Acrobot-v1", -100.0),
+    LearningCase("ppo", "Pendulum-v1", -200.0),
+    LearningCase("dqn", "CartPole-v1", 475.0),
+    LearningCase("sac", "Pendulum-v1", -200.0),
+    LearningCase("sac", "MountainCarContinuous-v0", 90.0,
+                 note="the flag is worth 100; correlated exploration noise finds it"),
+    LearningCase("ppo", "gymnasium:CartPole-v1", 475.0, eval_every=4,
+                 note="host loop: one seed at a time; greedy evaluation in worker processes "
+                      "every 4th chunk (evaluations cost seconds each)"),
+    LearningCase("muzero", "CartPole-v1", 400.0,
+                 note="shipped defaults (150k steps) and the learning test's bar (greedy 400 "
+                      "on seeds 0 and 1); issue 13 asks for 475 at the end on every seed"),
+)
+
+
+def find_case(name: str) -> LearningCase:
+    """The case called `name` ("agent:env"); ValueError with the known names otherwise."""
+    for case in CASES:
+        if case.name == name:
+            return case
+    raise ValueError(f"unknown case {name!r}; known: {', '.join(c.name for c in CASES)}")
+
+
+def available_settings(cpuinfo: Optional[str] = None) -> tuple[list[str], str]:
+    """The settings this CPU can run, and a note on those left out.
+
+    "native" always; a capped ISA only if the CPU has it and it is below the native one
+    (capping at the native ISA generates the same code as native).
+    """
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8") as f:
+                cpuinfo = f.read()
+        except OSError:
+            return ["native"], "no /proc/cpuinfo: only the native setting"
+    flags = set()
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            flags.update(line.split(":", 1)[1].split())
+    supported = [isa for isa in _ISA_ORDER if _ISA_CPU_FLAG[isa] in flags]
+    if not supported:
+        return ["native"], "CPU flags not recognised: only the native setting"
+    native, below = supported[0], supported[1:]
+    return ["native", *below], f"native is {native} on this CPU"
+
+
+class EnvRegistry(Protocol):
+    """What `run_case` needs from the env package (the `envs` module satisfies it)."""
+
+    def make(self, name: str, **params: Any) -> Any: ...
+    def make_eval(self, name: str, **params: Any) -> Any: ...
+    def is_host_env(self, name: str) -> bool: ...
+    def make_host(self, name: str, **params: Any) -> Any: ...
+
+
+@dataclasses.dataclass
+class CaseResult:
+    """Every seed's curve of one case under one setting; [chunks, seeds] arrays."""
+
+    case: str
+    setting: str
+    seeds: list[int]
+    threshold: float
+    env_steps: list[int]  # per seed, at the end of each chunk
+    train_returns: np.ndarray  # training episodes finished in the chunk (NaN if none)
+    eval_returns: Optional[np.ndarray]  # greedy evaluation at the chunk's end (NaN: none)
+    seconds: float  # wall time, compilation included
+    train_seconds: Optional[float] = None  # the chunks alone (evaluations included)
+
+    @property
+    def measured(self) -> np.ndarray:
+        """What the case is judged on: greedy returns if evaluated, else training returns."""
+        return self.eval_returns if self.eval_returns is not None else self.train_returns
+
+    def to_json(self) -> dict:
+        as_list = lambda a: None if a is None else np.asarray(a, float).tolist()  # noqa: E731
+        return {**dataclasses.asdict(self), "train_returns": as_list(self.train_returns),
+                "eval_returns": as_list(self.eval_returns)}
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> "CaseResult":
+        data = dict(data)
+        data["train_returns"] = np.asarray(data["train_returns"], float)
+        if data["eval_returns"] is not None:
+            data["eval_returns"] = np.asarray(data["eval_returns"], float)
+        return cls(**data)
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """The robustness rule applied to one `CaseResult`."""
+
+    reached: np.ndarray  # [seeds] measured >= threshold at some chunk
+    final: np.ndarray  # [seeds] measured at the last chunk
+    collapsed: np.ndarray  # [seeds] reached, then ended below the tolerance
+    worst_seed: int
+    passed: bool
+
+    @property
+    def fraction_reached(self) -> float:
+        return float(np.mean(self.reached))
+
+
+def collapse_floor(threshold: float) -> float:
+    """The lowest final return allowed for a seed that reached `threshold`."""
+    return threshold - COLLAPSE_TOLERANCE * abs(threshold)
+
+
+def judge(result: CaseResult) -> Verdict:
+    """At least 15/16 of seeds reach the threshold and none that did ends below the floor."""
+    measured = np.nan_to_num(result.measured, nan=-np.inf)
+    reached = np.any(measured >= result.threshold, axis=0)
+    final = result.measured[-1]
+    collapsed = reached & ~(np.nan_to_num(final, nan=-np.inf) >= collapse_floor(result.threshold))
+    worst = int(np.argmin(np.nan_to_num(final, nan=-np.inf)))
+    passed = bool(np.mean(reached) >= REQUIRED_FRACTION - 1e-9 and not collapsed.any())
+    return Verdict(reached, final, collapsed, worst, passed)
+
+
+def case_config(case: LearningCase, agent_module: Any) -> Any:
+    """The agent's shipped config for the case's env with the case's overrides."""
+    config = agent_module.default_config(case.env)
+    return dataclasses.replace(config, **dict(case.overrides))
+
+
+def run_case(
+    case: LearningCase,
+    agent_module: Any,
+    registry: EnvRegistry,
+    seeds: Sequence[int],
+    *,
+    setting: str = "native",
+    num_devices: int = 1,
+    on_chunk: Optional[Callable[[int, int], None]] = None,
+) -> CaseResult:
+    """Train `case` for every seed (vmapped; the host loop runs them one after another).
+
+    `on_chunk(done, total)` reports progress. The placement and chunking are those of
+    `scripts/train.py` with `--chunks case.chunks`, plus greedy evaluation when asked.
+    """
+    from jaxrl_sys.runtime.loops import chunking
+
+    config = case_config(case, agent_module)
+    iters, num_chunks = chunking(config.num_iterations, case.chunks)  # as train.py chunks
+    steps_per_chunk = iters * config.steps_per_iteration
+    start = time.perf_counter()
+    if registry.is_host_env(case.env):
+        train, evals, train_seconds = _run_host(case, agent_module, registry, config, seeds,
+                                                iters, num_chunks, on_chunk)
+    else:
+        train, evals, train_seconds = _run_device(case, agent_module, registry, config, seeds,
+                                                  iters, num_chunks, num_devices, on_chunk)
+    return CaseResult(
+        case=case.name, setting=setting, seeds=[int(s) for s in seeds],
+        threshold=case.threshold,
+        env_steps=[(c + 1) * steps_per_chunk for c in range(train.shape[0])],
+        train_returns=train, eval_returns=evals, seconds=time.perf_counter() - start,
+        train_seconds=train_seconds,
+    )
+
+
+def _run_device(case, agent_module, registry, config, seeds, iters, num_chunks, num_devices,
+                on_chunk):
+    from jaxrl_sys.runtime import driver
+    from jaxrl_sys.core.evaluation import make_eval_fn
+    from jaxrl_sys.runtime.execution import place, placement_fns
+
+    env = registry.make(case.env)
+    agent = agent_module.make(env, config)
+    eval_fn = None
+    if case.eval_episodes:
+        eval_fn = make_eval_fn(registry.make_eval(case.env), agent_module.greedy_action(agent))
+    runner = place(*placement_fns(agent), num_envs=config.num_envs,
+                   num_devices=num_devices, iters_per_chunk=iters, eval_fn=eval_fn,
+                   eval_episodes=case.eval_episodes)
+
+    def report(summary: driver.ChunkSummary, _seconds: float) -> bool:
+        if on_chunk is not None:
+            on_chunk(summary.chunk + 1, num_chunks)
+        return False
+
+    result = driver.train(runner, np.asarray(seeds), num_chunks, report)
+    train = np.stack([h.returns for h in result.history])
+    evals = (np.stack([h.eval_returns for h in result.history])
+             if case.eval_episodes else None)
+    return train, evals, result.train_seconds
+
+
+_HOST_EVAL_WORKERS = 2  # evaluation worker processes: more only add start-up time here
+
+
+def _run_host(case, agent_module, registry, config, seeds, iters, num_chunks, on_chunk):
+    """Seeds one after another; greedy evaluation (if asked) in worker processes of its own."""
+    from jaxrl_sys.runtime import host_loop
+
+    env = registry.make_host(case.env)
+    agent = agent_module.make(env, config, axis_name=None)
+    fns = agent_module.host_fns(agent)
+    policy = agent_module.greedy_action(agent)
+    curves, eval_curves, train_seconds = [], [], 0.0
+    for i, seed in enumerate(seeds):
+        evals = np.full(num_chunks, np.nan)
+
+        def report(summary, _seconds, i=i):
+            if on_chunk is not None:
+                on_chunk(i * num_chunks + summary.chunk + 1, len(seeds) * num_chunks)
+            return False
+
+        def evaluate(chunk, saved, seed=seed, evals=evals):
+            returns, _ = host_loop.evaluate(env, policy, saved["agent_state"],
+                                            case.eval_episodes, seed=int(seed),
+                                            num_workers=_HOST_EVAL_WORKERS)
+            evals[chunk] = returns.mean()
+
+        result = host_loop.train(
+            env, fns, seed=int(seed), num_iterations=config.num_iterations,
+            iters_per_chunk=iters, on_chunk=report, checkpoint_every=case.eval_every,
+            on_checkpoint=evaluate if case.eval_episodes else None)
+        train_seconds += result.train_seconds
+        curves.append([float(h.mean_return) for h in result.history])
+        eval_curves.append(evals)
+    evals = np.asarray(eval_curves, float).T if case.eval_episodes else None
+    return np.asarray(curves, float).T, evals, train_seconds
+
+
+def format_case_table(case: LearningCase, results: Sequence[CaseResult]) -> str:
+    """A markdown table for one case: a row per seed, a column per setting, then summaries.
+
+    Each cell is the final judged return; `*` marks a seed that never reached the threshold,
+    `!` one that reached it and ended below the floor. With greedy evaluation the final
+    training return follows in brackets.
+    """
+    verdicts = [judge(r) for r in results]
+    every = f", every {case.eval_every}th chunk" if case.eval_every > 1 else ""
+    measure = (f"greedy, {case.eval_episodes} episodes per seed{every}" if case.eval_episodes
+               else "training episodes of the last chunk")
+    lines = [
+        f"#### {case.name}: threshold {case.threshold:g} ({measure}), "
+        f"{len(results[0].seeds)} seeds, {results[0].env_steps[-1]:,} steps per seed",
+        "",
+        "| seed | " + " | ".join(r.setting for r in results) + " |",
+        "|---:|" + "---:|" * len(results),
+    ]
+    for i, seed in enumerate(results[0].seeds):
+        cells = []
+        for r, v in zip(results, verdicts):
+            mark = "!" if v.collapsed[i] else ("" if v.reached[i] else "*")
+            cell = f"{v.final[i]:.1f}{mark}"
+            if r.eval_returns is not None:
+                cell += f" ({r.train_returns[-1, i]:.1f})"
+            cells.append(cell)
+        lines.append(f"| {seed} | " + " | ".join(cells) + " |")
+    rows = {
+        "reached": [f"{int(v.reached.sum())}/{v.reached.size}" for v in verdicts],
+        "collapsed": [str(int(v.collapsed.sum())) for v in verdicts],
+        "worst seed": [f"{r.seeds[v.worst_seed]}: {v.final[v.worst_seed]:.1f}"
+                       for r, v in zip(results, verdicts)],
+        "mean final": [f"{np.nanmean(v.final):.1f}" for v in verdicts],
+        "seconds": [f"{r.seconds:.0f}" for r in results],
+        "verdict": ["pass" if v.passed else "FAIL" for v in verdicts],
+    }
+    for label, cells in rows.items():
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
