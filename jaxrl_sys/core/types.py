@@ -134,6 +134,25 @@ class BoundAgent:
     train_step: Callable[..., tuple[PyTree, PyTree, Metrics]]
 
 
+@dataclasses.dataclass(frozen=True)
+class LearningPromise:
+    """An env that an agent's shipped defaults learn, and the bar its learning check holds them
+    to (`jaxrl_sys.tools.learning_check` turns each into a case; the learning tests run them).
+
+    `eval_episodes` > 0 judges the greedy policy, evaluated at the end of every
+    `eval_every`-th chunk; 0 judges the mean return of the training episodes of each chunk.
+    `overrides` ("key=value" pairs) go on top of the shipped defaults; empty means none.
+    """
+
+    env: str
+    threshold: float
+    eval_episodes: int = 32
+    eval_every: int = 1
+    overrides: tuple[tuple[str, Any], ...] = ()
+    chunks: int = 20
+    note: str = ""
+
+
 class AgentDef(Protocol):
     """What an agent module (agents/<name>.py) provides; the run layer uses nothing else.
 
