@@ -268,3 +268,17 @@ def test_brax_defaults_are_valid_for_every_task(agent):
         config = module.default_config(f"brax:{task}")
         config.validate()
         assert config.normalize_obs and config.num_envs >= 128
+
+
+def test_tuned_entries_pick_the_env_then_its_longest_family():
+    from jaxrl_sys.agents import ppo
+    from jaxrl_sys.core.config import Tuned, tuned_config
+
+    entries = [Tuned("brax:*", {"num_envs": 7}, "a note"), Tuned("brax:hop*", {"num_envs": 5}),
+               Tuned("CartPole-v1", {"num_envs": 3})]
+    assert tuned_config(ppo.Config(), entries, "brax:hopper").num_envs == 5
+    assert tuned_config(ppo.Config(), entries, "brax:ant").num_envs == 7
+    assert tuned_config(ppo.Config(), entries, "CartPole-v1").num_envs == 3
+    assert tuned_config(ppo.Config(), entries, "Acrobot-v1") == ppo.Config()
+    with pytest.raises(ValueError, match="two tuned entries"):
+        tuned_config(ppo.Config(), entries + [Tuned("CartPole-v1", {})], "CartPole-v1")

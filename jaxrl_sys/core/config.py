@@ -14,7 +14,7 @@ import math
 import types
 import typing
 from collections.abc import Sequence
-from typing import Any, Literal, TypeVar, Union
+from typing import Any, Literal, Mapping, Sequence, TypeVar, Union
 
 T = TypeVar("T")
 
@@ -399,6 +399,27 @@ class RolloutBudget:
     @property
     def num_iterations(self) -> int:
         return iterations(self.total_steps, self.steps_per_iteration)
+
+
+@dataclasses.dataclass(frozen=True)
+class Tuned:
+    """One entry of an agent's shipped per-env defaults (its `defaults.py`): the config fields
+    that `env` (an env id, or a `*` pattern for a family such as `"brax:*"`) sets, and one line
+    of what they reached and where that figure is recorded."""
+
+    env: str
+    overrides: Mapping[str, Any]
+    reached: str = ""
+
+
+def tuned_config(config: T, entries: Sequence[Tuned], env_name: str) -> T:
+    """`config` with the overrides of the entry for `env_name` (see `env_defaults`)."""
+    per_env: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        if entry.env in per_env:
+            raise ValueError(f"two tuned entries for {entry.env!r}")
+        per_env[entry.env] = dict(entry.overrides)
+    return env_defaults(config, per_env, env_name)
 
 
 def env_defaults(config: T, per_env: dict[str, dict[str, Any]], env_name: str) -> T:
