@@ -13,7 +13,6 @@ import fnmatch
 import math
 import types
 import typing
-from collections.abc import Sequence
 from typing import Any, Literal, Mapping, Sequence, TypeVar, Union
 
 T = TypeVar("T")
