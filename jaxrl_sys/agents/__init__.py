@@ -1,13 +1,23 @@
-"""Agents, one module per algorithm; `load(name)` imports one by its command-line name."""
+"""The agent registry: one line per algorithm. `load(name)` imports an agent by its
+command-line name and returns it as the agent contract (`jaxrl_sys.core.types.AgentDef`).
+
+CLI help, learning-check cases, benchmark lists and the contract tests all read this table, so
+adding an agent is its package (agent.py, losses.py, defaults.py) plus one line here.
+"""
 
 from __future__ import annotations
 
 import difflib
 import importlib
-from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jaxrl_sys.core.types import AgentDef
 
 AGENTS: dict[str, str] = {
-    "ppo": "jaxrl_sys.agents.ppo", "dqn": "jaxrl_sys.agents.dqn", "sac": "jaxrl_sys.agents.sac",
+    "ppo": "jaxrl_sys.agents.ppo",
+    "dqn": "jaxrl_sys.agents.dqn",
+    "sac": "jaxrl_sys.agents.sac",
     "muzero": "jaxrl_sys.agents.muzero",
 }
 
@@ -16,13 +26,18 @@ class UnknownAgentError(ValueError):
     """An agent name that is not in AGENTS."""
 
 
-USER_ERRORS = (UnknownAgentError,)  # bad input: one line and exit code 2 in the scripts
+USER_ERRORS = (UnknownAgentError,)  # bad input: one line and exit code 2 in the commands
 
 
-def load(name: str) -> ModuleType:
-    """The agent module for `name` (e.g. "ppo")."""
+def names() -> list[str]:
+    """The registered agents' command-line names, in registry order."""
+    return list(AGENTS)
+
+
+def load(name: str) -> AgentDef:
+    """The agent called `name` (e.g. "ppo"): its package, which keeps the agent contract."""
     if name not in AGENTS:
         close = difflib.get_close_matches(name, AGENTS, n=3)
-        hint = f"closest: {', '.join(close)}" if close else f"known: {', '.join(sorted(AGENTS))}"
+        hint = f"closest: {', '.join(close)}" if close else f"known: {', '.join(AGENTS)}"
         raise UnknownAgentError(f"unknown agent {name!r}; {hint}")
     return importlib.import_module(AGENTS[name])

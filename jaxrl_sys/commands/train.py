@@ -23,12 +23,13 @@ from typing import Optional, Sequence  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from jaxrl_sys import agents
     from jaxrl_sys.runtime.cli import Parser
     from jaxrl_sys.runtime.run_spec import RunSpec
 
     d = RunSpec()
     p = Parser(description=__doc__.splitlines()[0])
-    p.add_argument("--agent", default=d.agent, help="algorithm: ppo, dqn, sac or muzero")
+    p.add_argument("--agent", default=d.agent, help=f"algorithm: {', '.join(agents.names())}")
     p.add_argument("--env", default=None, help="environment name (default: the agent's default)")
     p.add_argument("--devices", type=int, default=d.devices, help="devices for data-parallel learning")
     p.add_argument("--seeds", type=int, default=d.seeds, help="independent seeds, vmapped")

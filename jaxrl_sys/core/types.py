@@ -9,7 +9,7 @@ gives the host loop and gets from it.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, NamedTuple, Optional, Protocol, Union
+from typing import Any, Callable, NamedTuple, Optional, Protocol, Union, runtime_checkable
 
 import jax
 
@@ -153,8 +153,11 @@ class LearningPromise:
     note: str = ""
 
 
+@runtime_checkable
 class AgentDef(Protocol):
-    """What an agent module (agents/<name>.py) provides; the run layer uses nothing else.
+    """What an agent package (jaxrl_sys/agents/<name>/) provides; the run layer uses nothing
+    else, and `jaxrl_sys.agents.load` returns it as this type (a test checks every registered
+    agent against it).
 
     `make(env, config)` binds the pure functions to an env and a config. The bound agent has
     `init(key) -> state`, `init_envs(key, env_ids) -> env_state` and
@@ -166,6 +169,8 @@ class AgentDef(Protocol):
 
     DEFAULT_ENV: str  # what `--env` defaults to
     DEFAULT_EVAL_EPISODES: int  # greedy evaluation episodes per chunk (0: training returns)
+    PROMISES: tuple[LearningPromise, ...]  # envs its defaults learn: the learning checks' cases
+    SELF_PLAY: bool  # learns two-player zero-sum games (EnvSpec.num_players == 2) by self-play
 
     def default_config(self, env_name: str) -> Any:
         """The frozen Config whose defaults solve `env_name` (`validate()` checks it)."""
@@ -177,6 +182,7 @@ class AgentDef(Protocol):
         """policy(state, obs, key, legal=None, env_state=None) -> actions, for evaluation."""
 
 
+@runtime_checkable
 class HostAgentDef(AgentDef, Protocol):
     """An agent that also learns from envs in worker processes (the host loop)."""
 

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Optional, Protocol, Union
 
+from jaxrl_sys.core.types import AgentDef, HostAgentDef
 from jaxrl_sys.runtime.checkpoint import CheckpointError
 from jaxrl_sys.runtime.cli import UsageError
 from jaxrl_sys.core.config import (
@@ -103,16 +104,8 @@ class RunSpec:
         return cls(**kept)
 
 
-class AgentModule(Protocol):
-    """What the run layer uses of an agent module (see agents/)."""
-
-    DEFAULT_ENV: str
-
-    def default_config(self, env_name: str) -> Any: ...
-
-
 class EnvRegistry(Protocol):
-    """What the run layer uses of the env registry (see envs/)."""
+    """What the run layer uses of the env registry (`jaxrl_sys.envs`)."""
 
     def is_host_env(self, name: str) -> bool: ...
 
@@ -130,7 +123,7 @@ class ResolvedRun:
     """A spec with its agent module, env name, validated config and env parameters."""
 
     spec: RunSpec
-    module: Any
+    module: AgentDef
     env_name: str
     config: Any
     env_kwargs: dict
@@ -150,7 +143,7 @@ class ResolvedRun:
         return env, self.module.make(env, self.config)
 
 
-def resolve(spec: RunSpec, load_agent: Callable[[str], Any],
+def resolve(spec: RunSpec, load_agent: Callable[[str], AgentDef],
             registry: EnvRegistry, saved_run: Optional[Union[str, Path]] = None) -> ResolvedRun:
     """Check `spec` completely (counts, agent, env, config, placement); touches no device.
 
@@ -187,11 +180,11 @@ def resolve(spec: RunSpec, load_agent: Callable[[str], Any],
     return ResolvedRun(spec, module, env_name, config, env_kwargs, host, eval_episodes)
 
 
-def _check_host(spec: RunSpec, module: Any, config: Any) -> None:
+def _check_host(spec: RunSpec, module: AgentDef, config: Any) -> None:
     """What the host loop (gymnasium: and envpool: envs) does not do, as one-line usage errors."""
-    if not hasattr(module, "host_fns"):
-        raise UsageError(f"agent {spec.agent!r} has no host loop; host-loop envs "
-                         "(gymnasium:, envpool:) run with ppo, dqn or sac")
+    if not callable(getattr(module, "host_fns", None)):  # TODO(lead): isinstance(module, HostAgentDef)
+        raise UsageError(f"agent {spec.agent!r} has no host loop (host_fns), so it cannot train "
+                         "host-loop envs (gymnasium:, envpool:)")
     problem = getattr(module, "host_config_problem", lambda config: None)(config)
     if problem:
         raise UsageError(problem)
