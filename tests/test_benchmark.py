@@ -1,10 +1,9 @@
-"""scripts/benchmark.py and jaxrl_sys/benchmark.py: references, planning, bad input, saved
-rows kept, and the quick classic suite learning on two envs."""
+"""jaxrl-benchmark (scripts/benchmark.py) and jaxrl_sys/tools/benchmark.py: references,
+planning, bad input, saved rows kept, the docs results page generated from the saved rows (and
+the committed one up to date), and the quick classic suite learning on two envs."""
 
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,10 +11,10 @@ import pytest
 
 from jaxrl_sys import agents
 from jaxrl_sys import envs
+from jaxrl_sys.commands import benchmark as benchmark_script
 from jaxrl_sys.tools import benchmark as bm
 
-_path = Path(__file__).resolve().parent.parent / "scripts" / "benchmark.py"
-from jaxrl_sys.commands import benchmark as benchmark_script
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_every_reference_names_its_source_and_every_suite_env_exists():
@@ -107,6 +106,48 @@ def test_rows_another_process_saves_during_a_run_are_not_overwritten(tmp_path, m
     saved = {(r["agent"], r["env"]) for r in json.loads(results.read_text())["rows"]}
     assert saved == {("ppo", "Asterix-MinAtar"), ("ppo", "Breakout-MinAtar"),
                      ("dqn", "Freeway-MinAtar")}
+
+
+def test_page_writes_every_saved_suite_table_and_copies_its_curves(tmp_path, capsys):
+    results, page = tmp_path / "results", tmp_path / "site" / "results.md"
+    results.mkdir()
+    rows = [{**fake_row("ppo", "CartPole-v1", [500.0, 480.0]), "measured": "2026-11-30, a CPU"},
+            fake_row("dqn", "CartPole-v1", [400.0, 420.0])]
+    (results / "classic.json").write_text(json.dumps({"rows": rows}))
+    (results / "classic.png").write_bytes(b"curves of the classic suite")
+    (results / "classic_quick.json").write_text(json.dumps({"rows": rows}))  # not a suite
+    assert benchmark_script.main(["--page", str(page), "--out-dir", str(results)]) == 0
+    text = page.read_text()
+    assert "| CartPole-v1 | ppo | 1,000 | 490.0 ± 10.0 | 490.0 ± 10.0 | 500 | 0.98 | 2 | 2,000 " \
+           "| 2026-11-30 |" in text
+    assert "| CartPole-v1 | dqn | 1,000 | 410.0 ± 10.0 | 410.0 ± 10.0 | 500 | 0.82 | 2 | 2,000 " \
+           "| – |" in text
+    assert text.count("## ") == 1 and "## classic" in text  # no rows: no section
+    assert "Measured 2026-11-30, a CPU." in text and "- CartPole-v1: 500 (ppo, " in text
+    assert "](assets/results/classic.png)" in text
+    assert (page.parent / "assets" / "results" / "classic.png").read_bytes() == \
+        b"curves of the classic suite"
+    assert capsys.readouterr().err == f"wrote {page}\n"
+
+
+def test_page_without_saved_suites_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys):
+    page = tmp_path / "site" / "results.md"
+    assert benchmark_script.main(["--page", str(page), "--out-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "no saved suite" in err and err.count("\n") == 1
+    assert not page.parent.exists()
+
+
+def test_committed_results_page_is_what_the_command_generates_from_results():
+    """docs/results.md cannot go stale: after a benchmark run, `python scripts/benchmark.py
+    --page` must be run again (and its output committed)."""
+    text, images = bm.results_page(ROOT / "results")
+    assert (ROOT / bm.RESULTS_PAGE).read_text(encoding="utf-8") == text, \
+        "docs/results.md is stale: run `python scripts/benchmark.py --page`"
+    assert {image.name for image in images} == {"classic.png", "minatar.png", "bsuite.png"}
+    for image in images:
+        copy = ROOT / bm.RESULTS_PAGE.parent / bm.PAGE_IMAGES / image.name
+        assert copy.read_bytes() == image.read_bytes(), f"{copy} is stale"
 
 
 @pytest.mark.slow

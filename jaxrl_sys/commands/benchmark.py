@@ -5,6 +5,7 @@
     python scripts/benchmark.py --suite minatar --agents ppo --envs Freeway-MinAtar  # one game
     python scripts/benchmark.py --suite classic --quick                  # a short smoke run
     python scripts/benchmark.py --suite minatar --report                 # tables of saved rows
+    python scripts/benchmark.py --page                   # docs/results.md from results/*.json
 
 Trains every suited (agent, env) pair of the suite with the env's default config (what
 `train.py --env X` trains), seeds vmapped, evaluates greedily at every chunk end, and writes
@@ -12,6 +13,8 @@ Trains every suited (agent, env) pair of the suite with the env's default config
 continues where it stopped), `results/<suite>.md` (the table: mean ± std over seeds against
 the reference, its ratio, seconds and env-steps/s) and `results/<suite>.png` (curves with the
 reference as a dashed line). References and their sources: `jaxrl_sys/tools/references.json`.
+`--page` writes the docs site's results page from every suite's saved rows (and copies their
+curves beside it), so the tables there are generated, not typed.
 """
 
 from __future__ import annotations
@@ -49,15 +52,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="re-run rows already saved in <suite>.json for the same seeds")
     p.add_argument("--report", action="store_true",
                    help="write the table and curves of the saved rows; train nothing")
+    p.add_argument("--page", nargs="?", const=str(bm.RESULTS_PAGE), default=None,
+                   metavar="PAGE",
+                   help="write the docs results page (default %(const)s) from every suite's "
+                        "<out-dir>/<suite>.json; train nothing")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
 
 def benchmark(args: argparse.Namespace) -> int:
+    """Train a suite (or, with --report, read its saved rows) and write its table and curves;
+    with --page, write the docs results page from every saved suite instead."""
     if args.seeds < 1:
         raise UsageError(f"--seeds must be >= 1, got {args.seeds}")
     if args.devices < 1:
         raise UsageError(f"--devices must be >= 1, got {args.devices}")
+    if args.page is not None:
+        page = bm.write_results_page(Path(args.out_dir), Path(args.page))
+        print(f"wrote {page}", file=sys.stderr)
+        return 0
     name = f"{args.suite}_quick" if args.quick else args.suite
     out_dir = Path(args.out_dir)
     results_file = out_dir / f"{name}.json"
