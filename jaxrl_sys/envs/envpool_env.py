@@ -21,8 +21,9 @@ import numpy as np
 
 from jaxrl_sys.envs.atari import AtariSignals, INSTALL_HINT
 from jaxrl_sys.envs.errors import EnvParamError, UnknownEnvError, UnsupportedEnvError
-from jaxrl_sys.envs.gymnasium_env import _action_space, _obs_shape, _one_line, finite_threshold
-from jaxrl_sys.core.types import EnvSpec
+from jaxrl_sys.envs.gymnasium_env import _action_space, _obs_shape, _one_line, clip_to_bounds, \
+    finite_threshold
+from jaxrl_sys.core.types import Box, EnvSpec
 
 # envpool Atari settings that make a task the game `gymnasium:ALE/<Game>-v5` plays
 ATARI_SETTINGS = {"episodic_life": False, "reward_clip": False, "use_fire_reset": False,
@@ -118,6 +119,11 @@ class EnvpoolEnv(AtariSignals):
         return np.asarray(obs, np.float32)
 
     def decode_actions(self, actions: np.ndarray) -> np.ndarray:
+        """A batch of agent actions [N, ...] for envpool: Box actions clipped to the bounds
+        (the agent keeps its unclipped sample for the log-prob), Discrete ones as they are."""
+        space = self.spec.action_space
+        if isinstance(space, Box):
+            return clip_to_bounds(actions, space.low, space.high)
         return np.asarray(actions)
 
     def make_one(self, render_mode: str | None = None):

@@ -106,13 +106,21 @@ class GymnasiumEnv:
         return np.asarray(obs, np.float32)
 
     def decode_actions(self, actions: np.ndarray) -> np.ndarray:
-        """A batch of agent actions as Gymnasium actions (Discrete offset by `start`, dtype)."""
+        """A batch of agent actions [N, ...] as Gymnasium actions: Discrete offset by `start`,
+        Box clipped to its bounds (the agent keeps its unclipped sample for the log-prob)."""
         from gymnasium import spaces
 
         space = self._action_space
         if isinstance(space, spaces.Discrete):
             return np.asarray(actions, np.int64) + int(space.start)
-        return np.asarray(actions, space.dtype)
+        return clip_to_bounds(actions, space.low, space.high).astype(space.dtype)
+
+
+def clip_to_bounds(actions: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """`actions` [N, *shape] clipped elementwise to the Box bounds `low`/`high` [*shape]: a
+    Gaussian policy's samples fall outside them, which an env may not accept."""
+    actions = np.asarray(actions)
+    return np.clip(actions, np.asarray(low), np.asarray(high)).astype(actions.dtype, copy=False)
 
 
 def _obs_shape(name: str, space) -> tuple[int, ...]:
