@@ -103,3 +103,45 @@ def test_a_run_stopped_before_its_first_checkpoint_resumes_from_the_start(tmp_pa
     assert "yet: starting it from the beginning" in capsys.readouterr().err
     assert [s.chunk for s in again.history] == [0, 1]
     np.testing.assert_array_equal(again.history[-1].returns, first.history[-1].returns)
+
+
+AFTER_OWN_JAX_WORK = """
+import sys
+import jax.numpy as jnp
+from jaxrl_sys import RunSpec, run
+
+float(jnp.ones(3).sum())  # the caller's own JAX work starts the backend (one CPU device)
+spec = RunSpec(agent="ppo", env="CartPole-v1", total_steps=1024, chunks=1, progress=False,
+               eval_episodes=0, run_root=sys.argv[1], devices=int(sys.argv[2]))
+try:
+    outcome = run(spec)
+except Exception as error:
+    print(f"{type(error).__name__}: {error}")
+else:
+    print(outcome.summary)
+"""
+
+
+@pytest.mark.parametrize("devices", [1, 2])
+def test_run_after_the_callers_own_jax_work_uses_the_devices_that_exist(tmp_path, devices):
+    """One device is there: the run trains. Two are not: one line saying how to get them,
+    and nothing created."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "XLA_FLAGS": " ".join(
+        flag for flag in os.environ.get("XLA_FLAGS", "").split()
+        if "xla_force_host_platform_device_count" not in flag)}
+    root = tmp_path / "runs"
+    done = subprocess.run([sys.executable, "-c", AFTER_OWN_JAX_WORK, str(root), str(devices)],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    last = done.stdout.strip().splitlines()[-1]
+    if devices == 1:
+        assert last.startswith("done: 1,024 steps/seed x 1 seed(s)"), done.stdout + done.stderr
+    else:
+        assert last.startswith("PlacementError: devices=2, but JAX already started with 1 CPU"), last
+        assert "before any JAX computation" in last and "jax_num_cpu_devices" in last
+        assert "Traceback" not in done.stderr
+        assert not root.exists() or not any(root.iterdir())

@@ -55,16 +55,55 @@ def enable_compile_cache() -> None:
 def request_devices(num_devices: int) -> None:
     """Ask for `num_devices` virtual CPU devices, used when no accelerator is present.
 
-    Must run before the first JAX computation; it has no effect on GPU/TPU backends, where
-    the mesh is built from the real devices and asking for too many is an error.
+    Before the process's first JAX computation this sets how many CPU devices JAX makes; after
+    it (the caller's own JAX work came first) the devices that exist are used, and a run that
+    needs more is refused in one line (`PlacementError`). GPU/TPU backends are not affected:
+    their mesh is built from the real devices, and asking for too many is an error there.
     """
     set_safe_cpu_flags()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import jax
 
+    if _backends_started():
+        _check_started_devices(num_devices)
+        return
     current = jax.config.jax_num_cpu_devices
     if current is None or current < num_devices:
-        jax.config.update("jax_num_cpu_devices", num_devices)
+        try:
+            jax.config.update("jax_num_cpu_devices", num_devices)
+        except RuntimeError:  # a backend started all the same (another thread's computation)
+            _check_started_devices(num_devices)
+
+
+def _backends_started() -> bool:
+    """Whether JAX has initialised its backends: the device count can no longer change."""
+    try:
+        from jax._src import xla_bridge
+    except ImportError:
+        return False
+    started = getattr(xla_bridge, "backends_are_initialized", None)
+    return bool(started()) if callable(started) else False
+
+
+def _check_started_devices(num_devices: int) -> None:
+    """One-line `PlacementError` unless the running backend has `num_devices` devices, saying
+    how to get more: they are set before the process's first JAX computation."""
+    import jax
+
+    from jaxrl_sys.runtime.execution import PlacementError
+
+    devices = jax.devices()
+    if len(devices) >= num_devices:
+        return
+    platform = devices[0].platform
+    how = ("run before any JAX computation in this process, or set "
+           f"XLA_FLAGS=--xla_force_host_platform_device_count={num_devices} before starting "
+           f"Python, or call jax.config.update('jax_num_cpu_devices', {num_devices}) right "
+           "after importing jax" if platform == "cpu" else
+           f"this machine has {len(devices)} {platform.upper()} device(s)")
+    raise PlacementError(
+        f"devices={num_devices}, but JAX already started with {len(devices)} "
+        f"{platform.upper()} device(s) (this process computed with JAX before the run): {how}")
 
 
 def describe() -> str:
