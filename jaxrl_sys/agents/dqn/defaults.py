@@ -1,0 +1,64 @@
+"""DQN's shipped per-env defaults as data, and the envs its learning check holds them to.
+
+Each `Tuned` entry lists the config fields one env (or a `*` family) sets on top of `Config`
+and one line of what they reached; how each was found is in docs/notes/dqn.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jaxrl_sys.agents.dqn.config import Config
+from jaxrl_sys.core.config import Tuned, tuned_config
+from jaxrl_sys.core.types import LearningPromise
+
+DEFAULT_ENV = "CartPole-v1"
+
+# MinAtar-paper-like DQN: replay 100k, lr 2.5e-4, epsilon to 0.05 over the first 10%, one
+# update of 64 per 4 env steps, 3-step returns, two layers of 256 on the flattened frame
+_MINATAR: dict[str, Any] = dict(
+    total_steps=1_000_000, num_envs=32, rollout_steps=1, updates_per_iteration=8,
+    batch_size=64, buffer_size=100_000, learning_starts=5_000, learning_rate=2.5e-4,
+    anneal_lr=False, gamma=0.99, n_step=3, target_update_period=500, tau=1.0, huber_delta=1.0,
+    exploration_fraction=0.1, epsilon_end=0.05, hidden=(256, 256),
+)
+
+# Dopamine's MinAtar DQN: the MinAtar paper's conv torso (one 3x3 conv of 16, then 128 units),
+# 1-step targets, batch 32, a target copy every 250 updates (1000 env steps), epsilon to 0.01
+_MINATAR_DOPAMINE: dict[str, Any] = {
+    **_MINATAR, "torso": "grid_cnn", "hidden": (128,), "n_step": 1, "batch_size": 32,
+    "target_update_period": 250, "epsilon_end": 0.01,
+}
+
+TUNED: tuple[Tuned, ...] = (
+    Tuned("CartPole-v1", {},
+          "greedy 500.0 ± 0.0 over 4 seeds at 200k steps (results/classic.md); learning check "
+          "16/16 native and AVX2 (docs/notes/dqn.md)"),
+    # rl-baselines3-zoo's DQN Acrobot settings: one update of 128 per env step, a hard target
+    # copy every 250 updates, 1-step targets
+    Tuned("Acrobot-v1", dict(
+        total_steps=100_000, num_envs=8, rollout_steps=1, updates_per_iteration=8,
+        batch_size=128, buffer_size=50_000, learning_starts=1_000, learning_rate=6.3e-4,
+        anneal_lr=False, gamma=0.99, n_step=1, target_update_period=250, tau=1.0,
+        huber_delta=1.0, exploration_fraction=0.12, epsilon_end=0.1, hidden=(256, 256),
+    ), "greedy -72.7 ± 2.4 over 4 seeds at 100k steps (results/classic.md)"),
+    # host loop: one worker process per env; the same updates per env step as on device
+    Tuned("gymnasium:CartPole-v1",
+          dict(num_envs=8, rollout_steps=16, updates_per_iteration=16),
+          "no figure recorded; tests/test_host_loop.py trains it past its warm-up"),
+    Tuned("*-MinAtar", _MINATAR,
+          "greedy over 4 seeds at 1M steps: Breakout 63.7 ± 21.0, SpaceInvaders 108.8 ± 46.2 "
+          "(results/minatar.md)"),
+    # Dopamine's MinAtar DQN with advantage learning, which widens Freeway's small action gaps
+    Tuned("Freeway-MinAtar", {**_MINATAR_DOPAMINE, "advantage_learning": 0.9},
+          "greedy 61.0 ± 1.1 over 4 seeds at 1M steps (results/minatar.md)"),
+    Tuned("Asterix-MinAtar", _MINATAR_DOPAMINE,
+          "greedy 21.5 ± 3.9 over 4 seeds at 1M steps (results/minatar.md)"),
+)
+
+PROMISES: tuple[LearningPromise, ...] = (LearningPromise("CartPole-v1", 475.0),)
+
+
+def default_config(env_name: str) -> Config:
+    """The DQN config for `env_name`: `Config`'s defaults with that env's `TUNED` overrides."""
+    return tuned_config(Config(), TUNED, env_name)

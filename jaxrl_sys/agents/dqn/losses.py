@@ -1,0 +1,98 @@
+"""DQN's targets and loss as pure functions of Q-values and replayed sequences.
+
+A replayed item is a sequence of `n` steps `Batch` ([B, n, ...], see `replay.SequenceBatch`);
+its target sums the rewards up to the first episode end (or the replay's write head) and
+bootstraps from the one next state there (`core.returns.n_step_targets`). Double Q-learning
+picks that state's action with the online network and values it with the target network;
+advantage learning lowers the target by the taken action's gap to the best action.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxrl_sys.core import replay
+from jaxrl_sys.core.returns import bootstrap_step, n_step_targets
+
+Batch = replay.SequenceBatch  # sampled n-step sequences [B, n, ...], importance weights [B]
+ApplyFn = Callable[[Any, jax.Array], jax.Array]  # (params, obs [B, ...]) -> Q-values [B, A]
+
+
+def taken_values(q: jax.Array, actions: jax.Array) -> jax.Array:
+    """Q-values [B] of `actions` [B, 1] (int32) in `q` [B, A]."""
+    return jnp.take_along_axis(q, actions, axis=-1)[:, 0]
+
+
+def bootstrap_observations(batch: Batch) -> jax.Array:
+    """Next observations [B, ...] at each sequence's bootstrap step (`bootstrap_step`):
+    `n_step_targets` reads only that next value, so the networks see only these states."""
+    stop = bootstrap_step(batch.terminated, batch.truncated, batch.valid)
+    obs_dims = batch.next_obs.ndim - 2
+    return jnp.take_along_axis(
+        batch.next_obs, stop.reshape(-1, 1, *([1] * obs_dims)), axis=1
+    )[:, 0]
+
+
+def bootstrap_values(q_target_next: jax.Array, q_online_next: Optional[jax.Array]) -> jax.Array:
+    """Values [B] of next states: the target network's Q [B, A] at the action that the online
+    network's Q [B, A] ranks best (double Q-learning), or at its own best when that is None."""
+    chooser = q_target_next if q_online_next is None else q_online_next
+    next_actions = jnp.argmax(chooser, axis=-1)
+    return taken_values(q_target_next, next_actions[:, None])
+
+
+def q_targets(batch: Batch, next_values: jax.Array, gamma: float) -> jax.Array:
+    """n-step targets [B] of sequences [B, n] bootstrapped from `next_values` [B] (the value
+    of each sequence's bootstrap state), with no gradient through the bootstrap."""
+    next_values = jax.lax.stop_gradient(
+        jnp.broadcast_to(next_values[:, None], batch.reward.shape)
+    )
+    return n_step_targets(batch.reward, next_values, batch.terminated, batch.truncated,
+                          batch.valid, gamma)
+
+
+def action_gap(q: jax.Array, actions: jax.Array) -> jax.Array:
+    """How far [B] the taken `actions` [B, 1] fall below the best action in `q` [B, A]."""
+    q_taken = taken_values(q, actions)
+    return jnp.max(q, axis=-1) - q_taken
+
+
+def advantage_learning_targets(targets: jax.Array, q_target_now: jax.Array, actions: jax.Array,
+                               coefficient: float) -> jax.Array:
+    """Targets [B] lowered by `coefficient` times the action gap under the target network's
+    Q [B, A] at the sequences' first states (Bellemare et al. 2016): it widens small gaps
+    between actions, so the greedy policy stops flipping between near-equal ones."""
+    gap = action_gap(jax.lax.stop_gradient(q_target_now), actions)
+    return targets - coefficient * gap
+
+
+def td_loss(td_error: jax.Array, weights: Optional[jax.Array], huber_delta: float) -> jax.Array:
+    """The mean Huber loss [] of TD errors [B], weighted per item by `weights` [B]
+    (prioritised replay's importance weights) if given. A delta well above 1 keeps the loss
+    near squared error where returns run to the hundreds (with delta 1 it is sign-only)."""
+    huber = optax.huber_loss(td_error, delta=huber_delta)
+    return jnp.mean(huber) if weights is None else jnp.mean(weights * huber)
+
+
+def q_learning_loss(params: Any, target_params: Any, batch: Batch, *, apply_fn: ApplyFn,
+                    gamma: float, double_q: bool, advantage_learning: float,
+                    huber_delta: float) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+    """DQN's loss on sequences [B, n, ...]: (loss [], (TD errors [B], mean taken Q [])).
+
+    Differentiate with respect to `params` (the online network); `target_params` only value
+    next states and, with `advantage_learning` > 0, measure the action gap."""
+    boot_obs = bootstrap_observations(batch)
+    q_target_next = apply_fn(target_params, boot_obs)
+    q_online_next = apply_fn(params, boot_obs) if double_q else None
+    targets = q_targets(batch, bootstrap_values(q_target_next, q_online_next), gamma)
+    taken = batch.action[:, 0, None].astype(jnp.int32)
+    if advantage_learning:
+        q_target_now = apply_fn(target_params, batch.obs[:, 0])
+        targets = advantage_learning_targets(targets, q_target_now, taken, advantage_learning)
+    q_taken = taken_values(apply_fn(params, batch.obs[:, 0]), taken)
+    td_error = q_taken - targets
+    return td_loss(td_error, batch.weights, huber_delta), (td_error, jnp.mean(q_taken))
