@@ -278,3 +278,75 @@ def test_same_key_same_rollout():
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
     assert not np.array_equal(np.asarray(a[3][0]), np.asarray(c[3][0]))
+
+
+# ------------------------------------------------------- constructor arguments, value checks
+
+
+def test_gymnax_constructor_arguments_beside_env_params():
+    sea = envs.make("DeepSea-bsuite", size=20, unscaled_move_cost=0.02)
+    assert sea.spec.obs_shape == (20, 20) and sea.spec.max_episode_steps == 20
+    assert sea.unwrapped.params.unscaled_move_cost == 0.02
+    chain = envs.make("MemoryChain-bsuite", num_bits=3, memory_length=7)
+    assert chain.unwrapped.gymnax_env.num_bits == 3 and chain.unwrapped.params.memory_length == 7
+    with pytest.raises(envs.EnvParamError, match=r"unknown param\(s\) sise .*valid: size, "
+                       r"action_mapping_key, max_steps_in_episode"):
+        envs.make("DeepSea-bsuite", sise=20)
+    with pytest.raises(envs.EnvParamError, match="map_name must be '4x4' or '8x8'"):
+        envs.make("FrozenLake-misc", map_name="9x9")  # the constructor's own refusal, one line
+
+
+@pytest.mark.parametrize("name, params, message", [
+    ("CartPole-v1", {"max_steps_in_episode": -5}, "env.max_steps_in_episode=-5 for env "
+                                                   "'CartPole-v1': must be > 0"),
+    ("CartPole-v1", {"max_steps_in_episode": 0}, "must be > 0"),
+    ("CartPole-v1", {"max_steps_in_episode": 2.5}, "env.max_steps_in_episode=2.5 for env "
+                                                    "'CartPole-v1': expected an int"),
+    ("CartPole-v1", {"masspole": 0.0}, "env.masspole=0.0 for env 'CartPole-v1': must be > 0"),
+    ("CartPole-v1", {"gravity": "strong"}, "expected a finite float"),
+    ("DeepSea-bsuite", {"size": 0}, "env.size=0 for env 'DeepSea-bsuite': must be > 0"),
+    ("MemoryChain-bsuite", {"num_bits": -1}, "must be > 0"),
+    ("UmbrellaChain-bsuite", {"n_distractor": -2}, "must be >= 0"),
+    ("FourRooms-misc", {"fail_prob": 1.5}, "env.fail_prob=1.5 for env 'FourRooms-misc': "
+                                           "must be in [0, 1]"),
+    ("Asterix-MinAtar", {"ramping": "sometimes"}, "expected true or false"),
+    ("Acrobot-v1", {"available_torque": 1.0}, "expected an array of shape (3,)"),
+    ("TicTacToe-v0", {"opponent": 3}, "env.opponent=3 for env 'TicTacToe-v0': expected a string"),
+])
+def test_env_values_outside_their_range_or_type_are_one_line(name, params, message):
+    with pytest.raises(envs.EnvParamError) as error:
+        envs.make(name, **params)
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_env_values_are_cast_to_their_declared_type():
+    cart = envs.make("CartPole-v1", max_steps_in_episode=1e3, force_mag=12).unwrapped.params
+    assert cart.max_steps_in_episode == 1000 and type(cart.max_steps_in_episode) is int
+    assert cart.force_mag == 12.0 and type(cart.force_mag) is float
+    assert envs.make("Asterix-MinAtar", ramping=0).unwrapped.params.ramping is False
+
+
+def test_bad_env_values_on_the_command_line_exit_2_before_anything_is_created(tmp_path, capsys):
+    from jaxrl_sys.commands import train as train_script
+
+    root = tmp_path / "runs"
+    for argv, message in [
+        (["--set", "env.max_steps_in_episode=-5"], "must be > 0"),
+        (["--env", "DeepSea-bsuite", "--set", "env.size=2.5"], "expected an int"),
+        (["--env", "DeepSea-bsuite", "--set", "env.sise=8"], "valid: size, action_mapping_key"),
+    ]:
+        code = train_script.main(["--no-progress", "--run-root", str(root), *argv])
+        err = capsys.readouterr().err
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not root.exists()
+
+
+def test_a_constructor_argument_from_the_command_line_trains(tmp_path, capsys):
+    from jaxrl_sys.commands import train as train_script
+
+    code = train_script.main(["--no-progress", "--env", "DeepSea-bsuite", "--set", "env.size=12",
+                              "--total-steps", "1024", "--chunks", "1",
+                              "--run-root", str(tmp_path)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "DeepSea-bsuite" in captured.err and "final mean return" in captured.out

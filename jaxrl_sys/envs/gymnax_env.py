@@ -5,13 +5,17 @@ gymnax is imported lazily (only when an adapter is built) because importing it c
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_sys.core.types import Box, Discrete, EnvSpec, PyTree
+from jaxrl_sys.envs import params as env_params
+from jaxrl_sys.envs.errors import EnvParamError
 
 Info = dict[str, jax.Array]
 
@@ -55,7 +59,8 @@ class GymnaxEnv:
             obs_shape=obs_shape,
             obs_dtype="float32",
             action_space=_action_space(self.gymnax_env.action_space(self.params), name),
-            max_episode_steps=int(self.params.max_steps_in_episode),
+            # 0: no bound (a user's EnvParams without gymnax's max_steps_in_episode)
+            max_episode_steps=int(getattr(self.params, "max_steps_in_episode", 0)),
         )
 
     def _obs(self, obs: jax.Array) -> jax.Array:
@@ -84,6 +89,27 @@ class GymnaxEnv:
             jnp.asarray(truncated, dtype=jnp.bool_),
             {"final_observation": self._obs(info["final_observation"])},
         )
+
+
+def build(name: str, env_class: type, make_env: Callable[..., Any],
+          params: dict[str, Any]) -> GymnaxEnv:
+    """A `GymnaxEnv` of `make_env(**constructor args)` (an env of `env_class`) with the other
+    `params` replacing fields of its `default_params`; names and values are checked first
+    (one-line `EnvParamError`s)."""
+    constructor, _ = env_params.signature_params(env_class)
+    kwargs = env_params.check_values(
+        name, {k: v for k, v in params.items() if k in constructor}, constructor)
+    try:
+        gym_env = make_env(**kwargs)
+    except (TypeError, ValueError, KeyError) as error:
+        raise EnvParamError(f"bad constructor argument(s) {', '.join(kwargs)} for env "
+                            f"{name!r}: {' '.join(str(error).split())}") from None
+    defaults = gym_env.default_params
+    fields = env_params.field_params(defaults) if dataclasses.is_dataclass(defaults) else {}
+    env_params.check_names(name, params, {**constructor, **fields})
+    replaced = env_params.check_values(
+        name, {k: v for k, v in params.items() if k not in constructor}, fields)
+    return GymnaxEnv(gym_env, defaults.replace(**replaced) if replaced else defaults, name=name)
 
 
 def _action_space(space: Any, name: str) -> Discrete | Box:

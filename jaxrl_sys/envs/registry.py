@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import importlib
 import importlib.util
-import inspect
 from typing import Any, Callable, Optional, Union
 
+from jaxrl_sys.envs import gymnax_env, params as env_params
 from jaxrl_sys.envs.errors import EnvParamError, UnknownEnvError
-from jaxrl_sys.envs.gymnax_env import GymnaxEnv
 from jaxrl_sys.envs.wrappers import EpisodeStatistics
 from jaxrl_sys.core.types import Env
 
@@ -187,15 +185,13 @@ def make_eval(name: str, **params: Any) -> Env:
 
 
 def _make_gymnax(name: str, params: dict[str, Any]) -> Env:
-    """Construct a gymnax env and bake `params` into its EnvParams."""
+    """Construct gymnax env `name`: constructor arguments (`gymnax.make(name, **kwargs)`, e.g.
+    DeepSea's `size`) to its constructor, the other params baked into its EnvParams."""
     import gymnax  # lazy: importing gymnax takes seconds
 
-    gym_env, env_params = gymnax.make(name)
-    valid = [f.name for f in dataclasses.fields(env_params)]
-    _check_params(name, params, valid)
-    if params:
-        env_params = env_params.replace(**params)
-    return GymnaxEnv(gym_env, env_params, name=name)
+    default_env, _ = gymnax.make(name)
+    return gymnax_env.build(name, type(default_env),
+                            lambda **kwargs: gymnax.make(name, **kwargs)[0], params)
 
 
 def _make_own(name: str, params: dict[str, Any]) -> Env:
@@ -205,26 +201,16 @@ def _make_own(name: str, params: dict[str, Any]) -> Env:
         module, attr = factory.split(":", 1)
         factory = getattr(importlib.import_module(module), attr)
         _OWN[name] = factory
-    sig = inspect.signature(factory)
-    kinds = {p.kind for p in sig.parameters.values()}
-    if inspect.Parameter.VAR_KEYWORD not in kinds:
-        valid = [
-            p.name
-            for p in sig.parameters.values()
-            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-        ]
-        _check_params(name, params, valid)
-    return factory(**params)
+    return call_factory(name, factory, params)
 
 
-def _check_params(name: str, params: dict[str, Any], valid: list[str]) -> None:
-    """Raise a one-line ValueError if `params` holds a name not in `valid`."""
-    unknown = sorted(set(params) - set(valid))
-    if unknown:
-        listed = ", ".join(valid) if valid else "(none)"
-        raise EnvParamError(
-            f"unknown param(s) {', '.join(unknown)} for env {name!r}; valid: {listed}"
-        )
+def call_factory(name: str, factory: EnvFactory, params: dict[str, Any]) -> Env:
+    """`factory(**params)` with the names and values of `params` checked against its
+    signature first (any name passes where it takes `**kwargs`)."""
+    known, var_keyword = env_params.signature_params(factory)
+    if not var_keyword:
+        env_params.check_names(name, params, known)
+    return factory(**env_params.check_values(name, params, known))
 
 
 def _unknown_message(name: str) -> str:
