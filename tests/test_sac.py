@@ -221,3 +221,19 @@ def _exploration_noise_lag1(noise_correlation: float) -> float:
 def test_train_step_explores_with_the_configured_noise_correlation():
     assert abs(_exploration_noise_lag1(0.0)) < 0.1
     assert abs(_exploration_noise_lag1(0.95) - 0.95) < 0.05
+
+
+# ------------------------------------------------------------------------- shipped defaults
+
+
+def test_every_tuned_entry_is_a_valid_config_and_every_promise_is_tuned():
+    for entry in sac.TUNED:
+        env_name = entry.env.replace("*", "hopper")
+        config = sac.default_config(env_name)
+        config.validate()
+        assert all(getattr(config, key) == value for key, value in entry.overrides.items())
+        assert entry.reached, entry.env
+    tuned = {entry.env for entry in sac.TUNED}
+    assert all(promise.env in tuned for promise in sac.PROMISES)
+    assert [(p.env, p.threshold) for p in sac.PROMISES] == [
+        ("Pendulum-v1", -200.0), ("MountainCarContinuous-v0", 90.0)]
