@@ -292,7 +292,7 @@ def test_gymnax_constructor_arguments_beside_env_params():
     with pytest.raises(envs.EnvParamError, match=r"unknown param\(s\) sise .*valid: size, "
                        r"action_mapping_key, max_steps_in_episode"):
         envs.make("DeepSea-bsuite", sise=20)
-    with pytest.raises(envs.EnvParamError, match="map_name must be '4x4' or '8x8'"):
+    with pytest.raises(envs.EnvParamError, match="refused its constructor argument.s. map_name: map_name must be '4x4' or '8x8'"):
         envs.make("FrozenLake-misc", map_name="9x9")  # the constructor's own refusal, one line
 
 

@@ -3,7 +3,8 @@
 Names are imported on first use (as `jaxrl_sys`'s own are), so that importing a submodule such
 as `jaxrl_sys.envs.gymnasium_worker` in a Gymnasium worker process imports no JAX. gymnax is
 imported on the first `make` of a gymnax id, our own pure-JAX envs (e.g. tic-tac-toe in
-`jaxrl_sys.envs.tictactoe`) on their first `make`.
+`jaxrl_sys.envs.tictactoe`) on their first `make`, and a user's own env named `module:attr`
+(`jaxrl_sys.envs.custom`, docs/custom-env.md) on its first `make`.
 """
 
 from __future__ import annotations

@@ -91,19 +91,22 @@ class GymnaxEnv:
         )
 
 
-def build(name: str, env_class: type, make_env: Callable[..., Any],
+def build(name: str, env_class: type | None, make_env: Callable[..., Any],
           params: dict[str, Any]) -> GymnaxEnv:
-    """A `GymnaxEnv` of `make_env(**constructor args)` (an env of `env_class`) with the other
-    `params` replacing fields of its `default_params`; names and values are checked first
-    (one-line `EnvParamError`s)."""
-    constructor, _ = env_params.signature_params(env_class)
+    """A `GymnaxEnv` of `make_env(**constructor args)` with the other `params` replacing fields
+    of its `default_params`; constructor arguments are those of `env_class`'s `__init__` (none
+    for None: an env already made). Names and values are checked first (one-line
+    `EnvParamError`s)."""
+    constructor = env_params.signature_params(env_class)[0] if env_class is not None else {}
     kwargs = env_params.check_values(
         name, {k: v for k, v in params.items() if k in constructor}, constructor)
+    env_params.check_required(name, kwargs, constructor)
     try:
         gym_env = make_env(**kwargs)
     except (TypeError, ValueError, KeyError) as error:
-        raise EnvParamError(f"bad constructor argument(s) {', '.join(kwargs)} for env "
-                            f"{name!r}: {' '.join(str(error).split())}") from None
+        raise EnvParamError(f"env {name!r} refused its constructor argument(s) "
+                            f"{', '.join(kwargs) or '(none)'}: {' '.join(str(error).split())}"
+                            ) from None
     defaults = gym_env.default_params
     fields = env_params.field_params(defaults) if dataclasses.is_dataclass(defaults) else {}
     env_params.check_names(name, params, {**constructor, **fields})

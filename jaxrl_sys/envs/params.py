@@ -78,6 +78,14 @@ def check_names(env: str, given: dict[str, Any], known: dict[str, Param]) -> Non
                             f"valid: {listed}")
 
 
+def check_required(env: str, given: dict[str, Any], known: dict[str, Param]) -> None:
+    """One-line EnvParamError naming the params without a default that `given` lacks."""
+    missing = [name for name, p in known.items() if p.default is _EMPTY and name not in given]
+    if missing:
+        raise EnvParamError(f"env {env!r} needs param(s) {', '.join(missing)}: "
+                            + " ".join(f"--set env.{name}=..." for name in missing))
+
+
 def check_values(env: str, given: dict[str, Any], known: dict[str, Param]) -> dict[str, Any]:
     """`given` with each value of a known param checked against its type and range and cast
     to it (an integral 20.0 for an int field is 20, 1 for a bool field is True); values of
@@ -90,6 +98,16 @@ def check_values(env: str, given: dict[str, Any], known: dict[str, Param]) -> di
             _check_range(env, name, value)
         checked[name] = value
     return checked
+
+
+def call_checked(env: str, factory: Callable[..., Any], given: dict[str, Any]) -> Any:
+    """`factory(**given)` with the names and values of `given` checked against its signature
+    first (any name passes where it takes `**kwargs`)."""
+    known, var_keyword = signature_params(factory)
+    if not var_keyword:
+        check_names(env, given, known)
+    check_required(env, given, known)
+    return factory(**check_values(env, given, known))
 
 
 def _hints(target: Any) -> dict[str, Any]:

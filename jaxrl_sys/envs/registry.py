@@ -1,4 +1,5 @@
-"""Name -> environment resolution: gymnax envs, our own pure-JAX envs, and wrapper assembly."""
+"""Name -> environment resolution: gymnax envs, our own pure-JAX envs, a user's own env named
+`module:attr` (`jaxrl_sys.envs.custom`), and wrapper assembly."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import importlib
 import importlib.util
 from typing import Any, Callable, Optional, Union
 
-from jaxrl_sys.envs import gymnax_env, params as env_params
+from jaxrl_sys.envs import custom, gymnax_env, params as env_params
 from jaxrl_sys.envs.errors import EnvParamError, UnknownEnvError
 from jaxrl_sys.envs.wrappers import EpisodeStatistics
 from jaxrl_sys.core.types import Env
@@ -115,7 +116,11 @@ def names() -> list[str]:
 
 def make(name: str, *, episode_stats: bool = True, **params: Any) -> Env:
     """Build env `name` with `params` overriding its defaults, wrapped in EpisodeStatistics
-    (if `episode_stats`). Observation normalisation is the agents' (`jaxrl_sys.core.obs_norm`)."""
+    (if `episode_stats`). Observation normalisation is the agents' (`jaxrl_sys.core.obs_norm`).
+
+    `name` is a gymnax id, one of our own envs, `pgx:<game>`, `brax:<task>`, or a user's env
+    as `module:attr` (imported on use, see `jaxrl_sys.envs.custom`). Bad names, params and
+    values are one-line errors (`USER_ERRORS`)."""
     if is_host_env(name):
         raise UnknownEnvError(
             f"{name!r} is not a JAX env: it runs in worker processes through the host loop "
@@ -137,6 +142,8 @@ def make(name: str, *, episode_stats: bool = True, **params: Any) -> Env:
         env = _make_own(name, params)
     elif name in GYMNAX_NAMES:
         env = _make_gymnax(name, params)
+    elif custom.is_import_path(name):  # a user's own env: "my_pkg.envs:MyEnv"
+        env = custom.make(name, params)
     else:
         raise UnknownEnvError(_unknown_message(name))
     if episode_stats:
@@ -201,16 +208,7 @@ def _make_own(name: str, params: dict[str, Any]) -> Env:
         module, attr = factory.split(":", 1)
         factory = getattr(importlib.import_module(module), attr)
         _OWN[name] = factory
-    return call_factory(name, factory, params)
-
-
-def call_factory(name: str, factory: EnvFactory, params: dict[str, Any]) -> Env:
-    """`factory(**params)` with the names and values of `params` checked against its
-    signature first (any name passes where it takes `**kwargs`)."""
-    known, var_keyword = env_params.signature_params(factory)
-    if not var_keyword:
-        env_params.check_names(name, params, known)
-    return factory(**env_params.check_values(name, params, known))
+    return env_params.call_checked(name, factory, params)
 
 
 def _unknown_message(name: str) -> str:
