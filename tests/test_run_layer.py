@@ -145,3 +145,40 @@ def test_run_after_the_callers_own_jax_work_uses_the_devices_that_exist(tmp_path
         assert "before any JAX computation" in last and "jax_num_cpu_devices" in last
         assert "Traceback" not in done.stderr
         assert not root.exists() or not any(root.iterdir())
+
+
+@pytest.mark.parametrize("max_steps, expected", [
+    # bounded episodes: a greedy evaluation of the trained agent, whole episodes of 400 steps
+    (400, "final mean return 400.0 [400.0, 400.0] (greedy, 8 episodes/seed after training: "
+          "no training episode ended in the last chunk)"),
+    # past the evaluation's bound: the return so far, 256 steps into every episode
+    (100_000, "final mean return 256.0 [256.0, 256.0] (return so far of the episodes still "
+              "running: no training episode ended in the last chunk)"),
+])
+def test_episodes_longer_than_a_chunk_report_a_number_not_nan(tmp_path, max_steps, expected):
+    """An env that never terminates (custom_env_example.Endless, reward 1 a step): 32 envs x
+    128 steps per chunk end no episode of `max_steps` steps."""
+    spec = RunSpec(agent="ppo", env="custom_env_example:make_endless",
+                   overrides=(f"env.max_steps={max_steps}",), total_steps=8192, chunks=2,
+                   seeds=2, run_root=str(tmp_path), progress=False)
+    outcome = run(spec, agents.load, envs)
+    assert np.isnan(outcome.history[-1].returns).all()
+    assert expected in outcome.summary and "nan" not in outcome.summary
+
+
+def test_without_a_stand_in_the_last_chunk_that_ended_episodes_is_reported():
+    """The host loop's case: no evaluation, no env state to read."""
+    from jaxrl_sys.runtime.driver import ChunkSummary, TrainResult
+    from jaxrl_sys.runtime.session import final_returns
+
+    def chunk(index, returns):
+        return ChunkSummary(index, 1, np.array(returns), np.array(returns), {})
+
+    history = [chunk(0, [5.0, 7.0]), chunk(1, [6.0, np.nan]), chunk(2, [np.nan, np.nan])]
+    returns, note = final_returns(TrainResult(None, history, 0.0, 1.0))
+    np.testing.assert_array_equal(returns, [6.0, 7.0])
+    assert note == (" (of the last chunk in which episodes ended, chunk 2, 1: no training "
+                    "episode ended in the last chunk)")
+    returns, note = final_returns(TrainResult(None, history[:1], 0.0, 1.0))
+    np.testing.assert_array_equal(returns, [5.0, 7.0])
+    assert note == ""

@@ -9,10 +9,12 @@ from __future__ import annotations
 import dataclasses
 import time
 import warnings
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
+import jax
 import numpy as np
 
+from jaxrl_sys.core.types import PyTree
 from jaxrl_sys.runtime.execution import STATE_FINITE, Carry, Runner
 from jaxrl_sys.runtime.waiting import fetch, in_thread, wait_ready
 
@@ -84,6 +86,15 @@ def summarize(chunk: int, iterations: int, metrics: dict) -> ChunkSummary:
                         None if state_finite is None else np.asarray(state_finite), final_values)
 
 
+@dataclasses.dataclass(frozen=True)
+class FinalReturns:
+    """Returns that stand in for the last chunk's where a seed finished no episode in it
+    (episodes longer than a chunk): what they are says the summary line."""
+
+    returns: np.ndarray  # [seeds]
+    what: str  # e.g. "greedy, 8 episodes/seed after training"
+
+
 @dataclasses.dataclass
 class TrainResult:
     carry: Carry
@@ -92,6 +103,26 @@ class TrainResult:
     train_seconds: float
     # where the host loop's threads spent their time (seconds by activity); empty on device
     pipeline_seconds: dict = dataclasses.field(default_factory=dict)
+    final_returns: Optional[FinalReturns] = None  # see FinalReturns; None when not needed
+
+    @property
+    def last_chunk_incomplete(self) -> bool:
+        """Whether some seed finished no episode in the last chunk (its return is NaN)."""
+        return bool(self.history) and not np.isfinite(self.history[-1].returns).all()
+
+
+def running_returns(env_state: PyTree) -> Optional[np.ndarray]:
+    """Mean return so far of the episodes in progress, per seed [seeds], read from the
+    episode statistics (`episode_return` [seeds, envs]) in a carry's env state; None if the
+    env state keeps none."""
+    def is_stats(node: Any) -> bool:
+        return hasattr(node, "episode_return") and hasattr(node, "episode_length")
+
+    found = [n for n in jax.tree.leaves(env_state, is_leaf=is_stats) if is_stats(n)]
+    if not found:
+        return None
+    returns = np.asarray(fetch(found[0].episode_return), np.float64)
+    return returns.reshape(returns.shape[0], -1).mean(axis=1)
 
 
 def train(

@@ -16,7 +16,7 @@ import numpy as np
 from jaxrl_sys.runtime import driver
 from jaxrl_sys.runtime.run_spec import EnvRegistry, ResolvedRun
 from jaxrl_sys.core.types import PyTree
-from jaxrl_sys.runtime.waiting import in_thread
+from jaxrl_sys.runtime.waiting import fetch, in_thread
 
 OnChunk = Callable[[driver.ChunkSummary, float], bool]
 OnCheckpoint = Callable[[int, PyTree], None]
@@ -34,6 +34,14 @@ class Loop(Protocol):
     def train(self, on_chunk: OnChunk, on_checkpoint: OnCheckpoint, checkpoint_every: int,
               carry: Optional[PyTree] = None, start_chunk: int = 0) -> driver.TrainResult:
         """Chunks `start_chunk ..` from `carry` (a restored run) or from the start."""
+
+
+# Where a last chunk ends with no finished episode for some seed, the summary reports a greedy
+# evaluation of this many episodes per seed, for episodes bounded by at most this many steps
+# (it runs the whole bound); past it, the return so far of the episodes still running.
+FINAL_EVAL_EPISODES = 8
+FINAL_EVAL_MAX_STEPS = 10_000
+FINAL_EVAL_SALT = 0xF17A1  # the evaluation's key: the run's key folded with this
 
 
 def chunking(num_iterations: int, chunks: int) -> tuple[int, int]:
@@ -64,15 +72,63 @@ class DeviceLoop:
             eval_episodes=resolved.eval_episodes, eval_outcomes=env.spec.num_players == 2,
         )
         self.seeds = np.asarray(resolved.seeds)
+        self.resolved, self.env, self.agent, self.registry = resolved, env, agent, registry
 
     def template(self) -> PyTree:
         return in_thread(lambda: self.runner.init(self.seeds))
 
     def train(self, on_chunk: OnChunk, on_checkpoint: OnCheckpoint, checkpoint_every: int,
               carry: Optional[PyTree] = None, start_chunk: int = 0) -> driver.TrainResult:
-        return driver.train(self.runner, self.seeds, self.num_chunks, on_chunk, carry=carry,
-                            start_chunk=start_chunk, checkpoint_every=checkpoint_every,
-                            on_checkpoint=on_checkpoint)
+        """`driver.train`, then returns standing in for a last chunk in which some seed
+        finished no episode (see `final_returns`)."""
+        result = driver.train(self.runner, self.seeds, self.num_chunks, on_chunk, carry=carry,
+                              start_chunk=start_chunk, checkpoint_every=checkpoint_every,
+                              on_checkpoint=on_checkpoint)
+        if result.last_chunk_incomplete:
+            result.final_returns = self.final_returns(result)
+        return result
+
+    def final_returns(self, result: driver.TrainResult) -> Optional[driver.FinalReturns]:
+        """What the summary reports when episodes outlast the last chunk: the chunk's own
+        greedy evaluation if it had one, else a greedy evaluation of the trained agent where
+        episodes are bounded by at most `FINAL_EVAL_MAX_STEPS` steps, else the return so far
+        of the episodes still running. None in a multi-process run (the last finished
+        episodes are reported there)."""
+        import jax
+
+        final = result.history[-1]
+        if final.eval_returns is not None:
+            return driver.FinalReturns(np.asarray(final.eval_returns),
+                                       "greedy eval at the end of the last chunk")
+        if jax.process_count() > 1:
+            return None
+        bounded = 0 < self.env.spec.max_episode_steps <= FINAL_EVAL_MAX_STEPS
+        if bounded and hasattr(self.resolved.module, "greedy_action"):
+            returns = in_thread(lambda: self._greedy_returns(result.carry))
+            return driver.FinalReturns(
+                returns, f"greedy, {FINAL_EVAL_EPISODES} episodes/seed after training")
+        running = driver.running_returns(result.carry.env_state)
+        if running is None:
+            return None
+        return driver.FinalReturns(running, "return so far of the episodes still running")
+
+    def _greedy_returns(self, carry: PyTree) -> np.ndarray:
+        """Mean return of `FINAL_EVAL_EPISODES` greedy episodes per seed [seeds] of the
+        trained agent in `carry`, on the env's evaluation variant."""
+        import jax
+        import jax.numpy as jnp
+
+        from jaxrl_sys.core.evaluation import make_eval_fn
+
+        eval_env = self.registry.make_eval(self.resolved.env_name, **self.resolved.env_kwargs)
+        eval_fn = make_eval_fn(eval_env, self.resolved.module.greedy_action(self.agent))
+        ids = jnp.arange(FINAL_EVAL_EPISODES, dtype=jnp.int32)
+
+        def one_seed(agent_state: PyTree, key: jax.Array) -> jax.Array:
+            returns, _ = eval_fn(agent_state, jax.random.fold_in(key, FINAL_EVAL_SALT), ids)
+            return jnp.mean(returns)
+
+        return np.asarray(fetch(jax.jit(jax.vmap(one_seed))(carry.agent_state, carry.key)))
 
 
 class HostLoop:

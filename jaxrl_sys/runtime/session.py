@@ -175,12 +175,9 @@ class Session:
             f"steps/seed)" if solved_at else
             (f"did not reach {threshold:g}" if threshold is not None else "no threshold")
         )
-        per_seed = ", ".join(f"{r:.1f}" for r in final.returns)
-        if not np.isfinite(final.mean_return):  # long episodes that all end together (Brax)
-            finished = [c for c in result.history if np.isfinite(c.mean_return)]
-            per_seed += ("; no episode ended in the last chunk" + (
-                f", the last that did ended chunk {finished[-1].chunk + 1} at "
-                f"{finished[-1].mean_return:.1f}" if finished else ""))
+        returns, note = final_returns(result)
+        per_seed = ", ".join(f"{r:.1f}" if np.isfinite(r) else "-" for r in returns)
+        mean = f"{float(np.mean(returns)):.1f}" if np.isfinite(returns).all() else "-"
         greedy = (f"; greedy eval return {float(np.mean(final.eval_returns)):.1f} over "
                   f"{eval_episodes} episodes/seed" if final.eval_returns is not None else "")
         if "eval_win" in final.scalars:
@@ -189,10 +186,31 @@ class Session:
         return (
             f"done: {steps:,} steps/seed x {spec.seeds} seed(s) in {result.train_seconds:.1f} s "
             f"(+{result.compile_seconds:.1f} s compile), {rate:,.0f} env-steps/s; final mean "
-            f"return {final.mean_return:.1f} [{per_seed}]{greedy}; {solved}"
+            f"return {mean} [{per_seed}]{note}{greedy}; {solved}"
             f"{' (greedy)' if final.eval_returns is not None and solved_at else ''}; "
             f"{self.run_dir}"
         )
+
+
+def final_returns(result: driver.TrainResult) -> tuple[np.ndarray, str]:
+    """The per-seed returns [seeds] the summary reports and a note on what they are: the last
+    chunk's training returns; where some seed finished no episode in it (episodes longer than
+    a chunk), the loop's stand-in (`driver.FinalReturns`), else each seed's last chunk that
+    finished episodes."""
+    final = result.history[-1]
+    if not result.last_chunk_incomplete:
+        return final.returns, ""
+    why = "no training episode ended in the last chunk"
+    if result.final_returns is not None:
+        return result.final_returns.returns, f" ({result.final_returns.what}: {why})"
+    by_seed = np.stack([c.returns for c in result.history])  # [chunks, seeds]
+    ended = np.isfinite(by_seed)
+    if not ended.any(axis=0).all():
+        return final.returns, " (no training episode has ended yet for some seed)"
+    last = by_seed.shape[0] - 1 - np.argmax(ended[::-1], axis=0)  # [seeds]
+    chunks = ", ".join(str(result.history[c].chunk + 1) for c in last)
+    return by_seed[last, np.arange(by_seed.shape[1])], (
+        f" (of the last chunk in which episodes ended, chunk {chunks}: {why})")
 
 
 def run(spec: RunSpec, load_agent: Callable[[str], Any], registry: EnvRegistry, *,
