@@ -103,3 +103,53 @@ def test_advantage_learning_lowers_the_target_by_the_action_gap():
     gap = q.max(axis=-1) - q[np.arange(32), np.asarray(batch.action[:, 0])]
     assert gap.max() > 1e-3  # the case is not trivial
     np.testing.assert_allclose(al_td - plain_td, 0.5 * gap, rtol=1e-4, atol=1e-5)
+
+
+def _short_run(**overrides) -> tuple[dqn.Config, list]:
+    """A short CartPole run, one update per iteration; the learner state after every
+    iteration (index 0: before the first)."""
+    config = dataclasses.replace(
+        dqn.default_config("CartPole-v1"), total_steps=160, num_envs=4, batch_size=8,
+        buffer_size=160, learning_starts=64, updates_per_iteration=1, **overrides,
+    )
+    agent = dqn.make(envs.make("CartPole-v1"), config, axis_name=None)
+    state = agent.init(jax.random.PRNGKey(0))
+    env_state = agent.init_envs(jax.random.PRNGKey(1), jnp.arange(config.num_envs))
+    step = jax.jit(agent.train_step)
+    states = [state]
+    for i in range(config.num_iterations):
+        state, env_state, _ = step(state, env_state, jax.random.PRNGKey(2 + i))
+        states.append(state)
+    return config, jax.device_get(states)
+
+
+def _moved(a, b) -> float:
+    return max(jax.tree.leaves(jax.tree.map(lambda x, y: np.abs(x - y).max(), a, b)))
+
+
+def test_learning_rate_anneals_over_the_learner_steps_alone():
+    """The schedule counts learner steps, not the warm-up's iterations: the first update takes
+    the full rate (Adam's first step moves each parameter by the rate) and the last the final
+    rate, here 0, so the last update leaves the parameters where they were."""
+    config, states = _short_run(final_lr_fraction=0.0)
+    learner_steps = int(states[-1].updates)
+    first = next(i for i, s in enumerate(states) if s.updates == 1)
+    assert 0 < learner_steps < config.num_iterations  # the warm-up took iterations
+    assert learner_steps == dqn.learner_steps(config)
+    assert _moved(states[first - 1].params, states[first - 2].params) == 0.0  # warm-up
+    np.testing.assert_allclose(_moved(states[first].params, states[first - 1].params),
+                               config.learning_rate, rtol=1e-3)
+    assert _moved(states[-2].params, states[-3].params) > 0.0
+    assert _moved(states[-1].params, states[-2].params) == 0.0
+
+
+def test_learning_rate_schedule_ends_at_the_final_fraction():
+    """The rate at the first learner step is `learning_rate` and at the last (as many steps
+    as a run takes) `learning_rate * final_lr_fraction`."""
+    config, states = _short_run(final_lr_fraction=0.25)
+    schedule = jax.jit(dqn.learning_rate_schedule(config))  # as the optimiser runs it
+    last = int(states[-1].updates) - 1  # optax counts from 0
+    assert int(states[-1].opt_state[1][-1].count) == last + 1  # the schedule's own counter
+    assert schedule(0) == np.float32(config.learning_rate)
+    assert schedule(last) == np.float32(config.learning_rate * 0.25)
+    assert schedule(last - 1) > np.float32(config.learning_rate * 0.25)

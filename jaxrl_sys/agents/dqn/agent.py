@@ -26,7 +26,7 @@ from jaxrl_sys.agents.dqn.networks import QNetwork, build_network
 from jaxrl_sys.core import collectives, obs_norm, replay
 from jaxrl_sys.core.learner import (
     TargetNetState, device_key, gradient_step, init_target_net_state, learn_after_warmup,
-    learning_rate, local_batch_size, priority_beta, replay_updates,
+    local_batch_size, priority_beta, replay_updates,
 )
 from jaxrl_sys.core.networks import scan_unroll
 from jaxrl_sys.core.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
@@ -53,12 +53,39 @@ class Agent(BoundAgent):
     init_replay: Callable[[int], Any]
 
 
+def first_learning_iteration(config: Config) -> int:
+    """The first iteration that learns: the one after which replay holds `learning_starts`
+    env steps and `n_step` steps of every env (iterations count from 0)."""
+    warmup = max(config.learning_starts, config.n_step * config.num_envs)
+    return max(0, -(-warmup // config.steps_per_iteration) - 1)
+
+
+def learner_steps(config: Config) -> int:
+    """Gradient steps in the config's `num_iterations`: the warm-up's iterations take none."""
+    learning_iterations = max(0, config.num_iterations - first_learning_iteration(config))
+    return learning_iterations * config.updates_per_iteration
+
+
+def learning_rate_schedule(config: Config) -> float | optax.Schedule:
+    """The learning rate by learner step (optax counts updates from 0): `learning_rate` at the
+    first, `learning_rate * final_lr_fraction` at the last and after, linear between (if
+    `anneal_lr`). Both ends are exact under jit, where XLA turns division into multiplication."""
+    if not config.anneal_lr:
+        return config.learning_rate
+    first, final = config.learning_rate, config.learning_rate * config.final_lr_fraction
+    last = max(1, learner_steps(config) - 1)
+
+    def schedule(count: jax.Array) -> jax.Array:
+        progress = jnp.clip(count / last, 0.0, 1.0)
+        return jnp.where(count >= last, final, first + progress * (final - first))
+
+    return schedule
+
+
 def build_optimizer(config: Config) -> optax.GradientTransformation:
-    """Adam on gradients clipped to `max_grad_norm`, its rate annealed if `anneal_lr`."""
-    lr = learning_rate(config.learning_rate, config.anneal_lr,
-                       config.num_iterations * config.updates_per_iteration,
-                       config.final_lr_fraction)
-    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(lr))
+    """Adam on gradients clipped to `max_grad_norm`, at `learning_rate_schedule`'s rate."""
+    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
+                       optax.adam(learning_rate_schedule(config)))
 
 
 def init(key: jax.Array, spec: EnvSpec, config: Config) -> State:
@@ -191,9 +218,7 @@ def absorb(config: Config, learn_fn: Callable, state: State, buffer: Any, key: j
            ) -> tuple[State, Any, Metrics]:
     """The learning half of an iteration, after its transitions are in `buffer`: learn
     (once the warm-up is over) and count the iteration. Shared with the host loop."""
-    ready = (state.iteration + 1) * config.steps_per_iteration >= max(
-        config.learning_starts, config.n_step * config.num_envs
-    )
+    ready = state.iteration >= first_learning_iteration(config)
     return learn_after_warmup(ready, learn_fn, state, buffer, key)
 
 

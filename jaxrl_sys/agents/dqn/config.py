@@ -28,7 +28,7 @@ class Config(RolloutBudget):
     batch_size: int = 256  # global, split over devices
     learning_starts: int = 1_000  # env steps per seed before learning
     learning_rate: float = 1e-3
-    anneal_lr: bool = True
+    anneal_lr: bool = True  # linearly over the learner steps (the warm-up takes none)
     final_lr_fraction: float = 0.0  # learning rate at the end / learning_rate (0: freezes)
     max_grad_norm: float = 10.0
     gamma: float = 0.99
