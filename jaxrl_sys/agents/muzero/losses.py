@@ -1,0 +1,176 @@
+"""MuZero's loss along sampled sequences: the model unrolled K steps from each start, scored
+against value, reward and policy targets (and, with rule heads, the stored legal moves and
+episode ends), each unroll step after the first weighing 1/K.
+
+Shapes: sequences [B, L, ...] (L = K + n); unroll steps 0..K [B, K+1, ...]; the K moves
+between them [B, K, ...]; `bins` the size of a categorical support.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from jaxrl_sys.agents.muzero.config import Config
+from jaxrl_sys.agents.muzero.networks import (
+    MuZeroNetwork, observation_values, represent_predict, scale_gradient,
+)
+from jaxrl_sys.agents.muzero.targets import (
+    Batch, bootstrapped_value_targets, unroll_masks,
+)
+from jaxrl_sys.core.types import Metrics
+from jaxrl_sys.core.value_transform import Support, logits_to_scalar, scalar_to_probs
+
+
+class Unroll(NamedTuple):
+    """The learned model's logits along sampled sequences: policy [B, K+1, A], value
+    [B, K+1, bins], reward [B, K, bins], legal moves [B, K+1, A], episode end [B, K]."""
+
+    policy: jax.Array
+    value: jax.Array
+    reward: jax.Array
+    legal: jax.Array
+    end: jax.Array
+
+
+def unroll_step_weights(unroll_steps: int) -> np.ndarray:
+    """Loss weights [K+1] of the unroll steps: 1 for step 0, 1/K for each later step."""
+    K = unroll_steps
+    return np.concatenate([np.ones(1), np.full(K, 1.0 / K)]).astype(np.float32)
+
+
+def unroll_model(network: MuZeroNetwork, params, first_obs: jax.Array, actions: jax.Array,
+                 dynamics_grad_scale: float) -> Unroll:
+    """The model's predictions along sequences from first observations [B, ...] and moves
+    [B, K]: step 0 from the representation, steps 1..K from the learned dynamics (each
+    latent's gradient scaled by `dynamics_grad_scale` on its way back)."""
+    latent = network.apply(params, first_obs, method=MuZeroNetwork.represent)
+    first = network.apply(params, latent, method=MuZeroNetwork.predict)
+
+    def unroll(latent, action):
+        """One dynamics step of latents [B, D] by moves [B], then prediction."""
+        latent, reward_logits, end_logit = network.apply(
+            params, latent, action, method=MuZeroNetwork.dynamics
+        )
+        latent = scale_gradient(latent, dynamics_grad_scale)
+        later = network.apply(params, latent, method=MuZeroNetwork.predict)
+        return latent, (reward_logits, end_logit, later)
+
+    _, (reward_logits, end_logits, later) = jax.lax.scan(unroll, latent, actions.T)
+    # [B, K+1, .]: step 0 from the representation, steps 1..K from the dynamics
+    policy_all, value_all, legal_all = (
+        jnp.concatenate([at_0[:, None], at_k.swapaxes(0, 1)], 1)
+        for at_0, at_k in zip(first, later)
+    )
+    return Unroll(policy_all, value_all, reward_logits.swapaxes(0, 1), legal_all,
+                  end_logits.swapaxes(0, 1))
+
+
+def rules_loss(unrolled: Unroll, legal: jax.Array, terminated: jax.Array, alive: jax.Array,
+               step_weights: np.ndarray) -> jax.Array:
+    """Per-row cross-entropy of the rule heads [B]: legal moves [B, K+1, A] at the real
+    states 0..K (mean over moves) and whether each of the moves 0..K-1 ended the episode
+    (`terminated` [B, K]); `alive` [B, K+1] masks the steps."""
+    K = terminated.shape[1]
+    legal_ce = optax.sigmoid_binary_cross_entropy(
+        unrolled.legal, legal.astype(jnp.float32)).mean(-1)
+    end_ce = optax.sigmoid_binary_cross_entropy(unrolled.end, terminated.astype(jnp.float32))
+    return (jnp.sum(legal_ce * alive * step_weights, 1)
+            + jnp.sum(end_ce * alive[:, :K] * step_weights[1:], 1))
+
+
+def categorical_cross_entropy(logits: jax.Array, scalar: jax.Array, support: Support
+                              ) -> jax.Array:
+    """Cross-entropy [...] of logits [..., bins] against raw scalar targets [...], encoded
+    as two-hot probabilities of h(target) on `support`."""
+    return optax.softmax_cross_entropy(logits, scalar_to_probs(scalar, support))
+
+
+class PredictionLosses(NamedTuple):
+    """Per-row losses [B] of value, policy and reward, masked and weighted per unroll step."""
+
+    value: jax.Array
+    policy: jax.Array
+    reward: jax.Array
+
+
+def prediction_losses(policy_logits: jax.Array, value_logits: jax.Array,
+                      reward_logits: jax.Array, policy_targets: jax.Array,
+                      value_targets: jax.Array, reward_targets: jax.Array,
+                      policy_mask: jax.Array, value_mask: jax.Array, reward_mask: jax.Array,
+                      step_weights: np.ndarray, value_support: Support,
+                      reward_support: Support) -> PredictionLosses:
+    """Masked cross-entropies summed over unroll steps: policy logits [B, K+1, A] against
+    policies [B, K+1, A], value logits [B, K+1, bins] against scalars [B, K+1] and reward
+    logits [B, K, bins] against scalars [B, K]; masks are float [B, K+1] / [B, K]."""
+    value_ce = categorical_cross_entropy(value_logits, value_targets, value_support)
+    reward_ce = categorical_cross_entropy(reward_logits, reward_targets, reward_support)
+    policy_ce = optax.softmax_cross_entropy(policy_logits, policy_targets)
+    return PredictionLosses(
+        value=jnp.sum(value_ce * value_mask * step_weights, 1),
+        policy=jnp.sum(policy_ce * policy_mask * step_weights, 1),
+        reward=jnp.sum(reward_ce * reward_mask * step_weights[1:], 1),
+    )
+
+
+def muzero_loss(params, target_params, batch: Batch, *, network: MuZeroNetwork,
+                config: Config, value_support: Support, reward_support: Support,
+                discount: float) -> tuple[jax.Array, tuple[jax.Array, Metrics]]:
+    """The IS-weighted mean loss over sequences [B, L, ...], and (value error [B] at each
+    row's first step, the new priorities; loss metrics).
+
+    Learned model: value and reward are also trained at absorbing steps past a termination
+    (towards 0), the policy only at real states. Env model (AlphaZero): the network predicts
+    at the stored real positions 0..K and nothing is unrolled. `discount` is the n-step
+    targets' (-gamma in a two-player game).
+    """
+    K = config.unroll_steps
+    step_weights = unroll_step_weights(K)
+    alive, absorbing = unroll_masks(batch.terminated, batch.truncated, batch.valid, K)
+    value_fn = lambda obs: observation_values(network, value_support, target_params, obs)  # noqa: E731
+    z = jax.lax.stop_gradient(
+        bootstrapped_value_targets(batch, value_fn, K, config.n_step, discount))
+    z = jnp.where(alive, z, 0.0)
+    policy_targets = batch.policy[:, : K + 1]
+    policy_mask = alive.astype(jnp.float32)
+    reward_targets = jnp.where(alive[:, :K], batch.reward[:, :K], 0.0)
+    rule_loss = jnp.zeros(batch.obs.shape[0])
+    if config.model == "env":
+        value_mask = policy_mask
+        reward_mask = jnp.zeros_like(value_mask[:, :K])
+        rows = batch.obs.shape[0]
+        positions = batch.obs[:, : K + 1].reshape(rows * (K + 1), *batch.obs.shape[2:])
+        _, policy_all, value_all = represent_predict(network, params, positions)
+        policy_all = policy_all.reshape(rows, K + 1, -1)
+        value_all = value_all.reshape(rows, K + 1, -1)
+        reward_logits = jnp.zeros((rows, K, config.support_bins))
+    else:
+        value_mask = (alive | absorbing).astype(jnp.float32)
+        reward_mask = value_mask[:, :K]
+        unrolled = unroll_model(network, params, batch.obs[:, 0], batch.action[:, :K],
+                                config.dynamics_grad_scale)
+        policy_all, value_all = unrolled.policy, unrolled.value
+        reward_logits = unrolled.reward
+        if config.learns_rules:
+            rule_loss = rules_loss(unrolled, batch.legal[:, : K + 1], batch.terminated[:, :K],
+                                   policy_mask, step_weights)
+    terms = prediction_losses(policy_all, value_all, reward_logits, policy_targets, z,
+                              reward_targets, policy_mask, value_mask, reward_mask,
+                              step_weights, value_support, reward_support)
+    per_row = (config.value_loss_weight * terms.value + terms.policy + terms.reward
+               + config.rule_loss_weight * rule_loss)
+    loss = jnp.mean(batch.weights * per_row)
+    value_error = jnp.abs(logits_to_scalar(value_all[:, 0], value_support) - z[:, 0])
+    aux = {
+        "value_loss": jnp.mean(terms.value),
+        "policy_loss": jnp.mean(terms.policy),
+        "reward_loss": jnp.mean(terms.reward),
+        "value_target_mean": jnp.mean(z[:, 0]),
+    }
+    if config.learns_rules:
+        aux["rules_loss"] = jnp.mean(rule_loss)
+    return loss, (value_error, aux)

@@ -1,0 +1,189 @@
+"""MuZero's batched tree search (mctx) and the model steps inside the tree.
+
+Three models step the tree (mctx's `recurrent_fn`): the learned dynamics; the learned
+dynamics with rule heads, whose predicted episode ends are absorbing and predicted-illegal
+moves get no prior; and the real pure-JAX env (AlphaZero). In a two-player zero-sum game
+the value after a move is the opponent's, so the tree's discount is -gamma.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import mctx
+from flax import struct
+
+from jaxrl_sys.agents.muzero.config import Config
+from jaxrl_sys.agents.muzero.networks import MuZeroNetwork, predict_scalar
+from jaxrl_sys.core.rollout import legal_actions
+from jaxrl_sys.core.types import Env, PyTree
+from jaxrl_sys.core.value_transform import Support, logits_to_scalar
+
+RecurrentFn = Callable[..., tuple[mctx.RecurrentFnOutput, Any]]
+
+NO_PRIOR = -1e9  # prior logit of an illegal move inside the tree
+
+
+@struct.dataclass
+class TreeNode:
+    """A node of a search that knows where episodes end: the real env's state
+    (`model="env"`) or a latent state (learned model with rule heads), and whether an
+    episode ended on the way from the root (terminal states are absorbing in the tree)."""
+
+    state: PyTree
+    ended: jax.Array  # bool [B]
+
+
+class SearchOutput(NamedTuple):
+    """What one batched search gives: the action [B], the policy target [B, A] and the root
+    value [B]."""
+
+    action: jax.Array
+    policy: jax.Array
+    value: jax.Array
+
+
+def absorbing_output(node_ended: jax.Array, ended: jax.Array, reward: jax.Array,
+                     policy_logits: jax.Array, value: jax.Array, legal: jax.Array,
+                     discount: float) -> mctx.RecurrentFnOutput:
+    """The tree's view of one step [B] that knows the rules: below a terminal state every
+    step gives reward 0, value 0 and discount 0; illegal moves ([B, A] mask) get no prior."""
+    return mctx.RecurrentFnOutput(
+        reward=jnp.where(node_ended, 0.0, reward),
+        discount=jnp.where(ended, 0.0, discount),
+        prior_logits=jnp.where(legal, policy_logits, NO_PRIOR),
+        value=jnp.where(ended, 0.0, value),
+    )
+
+
+def learned_recurrent_fn(params, key: jax.Array, action: jax.Array, latent: jax.Array, *,
+                         network: MuZeroNetwork, value_support: Support,
+                         reward_support: Support, discount: float
+                         ) -> tuple[mctx.RecurrentFnOutput, jax.Array]:
+    """One step of the learned model from latents [B, D] by actions [B]: dynamics, then
+    prediction; returns mctx's output [B, ...] and the next latents [B, D]."""
+    del key
+    next_latent, reward_logits, _ = network.apply(
+        params, latent, action, method=MuZeroNetwork.dynamics
+    )
+    policy_logits, value, _ = predict_scalar(network, value_support, params, next_latent)
+    output = mctx.RecurrentFnOutput(
+        reward=logits_to_scalar(reward_logits, reward_support),
+        discount=jnp.full(action.shape, discount, jnp.float32),
+        prior_logits=policy_logits,
+        value=value,
+    )
+    return output, next_latent
+
+
+def ruled_recurrent_fn(params, key: jax.Array, action: jax.Array, node: TreeNode, *,
+                       network: MuZeroNetwork, value_support: Support,
+                       reward_support: Support, discount: float
+                       ) -> tuple[mctx.RecurrentFnOutput, TreeNode]:
+    """One step of the learned model with rule heads from nodes [B]: moves it predicts to end
+    the episode are absorbing and moves it predicts illegal get no prior, as with the env."""
+    del key
+    next_latent, reward_logits, end_logit = network.apply(
+        params, node.state, action, method=MuZeroNetwork.dynamics
+    )
+    policy_logits, value, legal_logits = predict_scalar(network, value_support, params,
+                                                        next_latent)
+    ended = node.ended | (end_logit > 0)
+    reward = logits_to_scalar(reward_logits, reward_support)
+    output = absorbing_output(node.ended, ended, reward, policy_logits, value,
+                              legal_logits > 0, discount)
+    return output, TreeNode(next_latent, ended)
+
+
+def env_recurrent_fn(params, key: jax.Array, action: jax.Array, node: TreeNode, *,
+                     env: Env, network: MuZeroNetwork, value_support: Support,
+                     discount: float) -> tuple[mctx.RecurrentFnOutput, TreeNode]:
+    """One step of the real env from nodes [B] (AlphaZero): the network only predicts prior
+    and value. Terminal states are absorbing, so the env's auto-reset inside the tree
+    changes nothing."""
+    keys = jax.random.split(key, action.shape[0])
+    obs, state, reward, terminated, _, _ = jax.vmap(env.step)(keys, node.state, action)
+    ended = node.ended | terminated
+    latent = network.apply(params, obs, method=MuZeroNetwork.represent)
+    policy_logits, value, _ = predict_scalar(network, value_support, params, latent)
+    output = absorbing_output(node.ended, ended, reward, policy_logits, value,
+                              legal_actions(env, state), discount)
+    return output, TreeNode(state, ended)
+
+
+def bind_recurrent_fn(env: Env, network: MuZeroNetwork, config: Config, value_support: Support,
+                      reward_support: Support, discount: float) -> RecurrentFn:
+    """mctx's `recurrent_fn(params, key, action, embedding)` for `config.model` and
+    `config.rule_heads`, with the network, supports and the tree's discount bound."""
+    if config.model == "env":
+        return functools.partial(env_recurrent_fn, env=env, network=network,
+                                 value_support=value_support, discount=discount)
+    step = ruled_recurrent_fn if config.learns_rules else learned_recurrent_fn
+    return functools.partial(step, network=network, value_support=value_support,
+                             reward_support=reward_support, discount=discount)
+
+
+def gumbel_qtransform(q_range: float) -> Callable[..., jax.Array]:
+    """Gumbel search's Q transform: min-max rescaled per node (q_range 0, mctx's default), or
+    divided by the fixed range `q_range`, which stays well defined with 2 actions."""
+    if q_range > 0:
+        return functools.partial(mctx.qtransform_completed_by_mix_value, rescale_values=False,
+                                 value_scale=0.1 / q_range)
+    return mctx.qtransform_completed_by_mix_value
+
+
+def run_search(params, obs: jax.Array, legal: jax.Array, key: jax.Array,
+               temperature: float | jax.Array = 1.0, greedy: bool = False,
+               env_state: Optional[PyTree] = None, *, network: MuZeroNetwork,
+               recurrent_fn: RecurrentFn, config: Config, value_support: Support
+               ) -> SearchOutput:
+    """One batched search from observations [B, ...] with legal-action masks [B, A].
+
+    Greedy: no root noise and the most-visited/best action (evaluation). Otherwise the
+    gumbel noise scale (gumbel) or visit-count temperature (muzero) is `temperature`.
+    The env model (`model="env"`) searches from `env_state`, the envs' states [B, ...].
+    """
+    latent = network.apply(params, obs, method=MuZeroNetwork.represent)
+    policy_logits, value, _ = predict_scalar(network, value_support, params, latent)
+    not_ended = jnp.zeros(obs.shape[0], bool)
+    if config.model == "env":
+        if env_state is None:
+            raise ValueError("model='env' searches from env states: pass env_state")
+        embedding = TreeNode(env_state, not_ended)
+    elif config.learns_rules:
+        embedding = TreeNode(latent, not_ended)
+    else:
+        embedding = latent
+    root = mctx.RootFnOutput(prior_logits=policy_logits, value=value, embedding=embedding)
+    invalid = ~legal
+    if config.search == "gumbel":
+        out = mctx.gumbel_muzero_policy(
+            params, key, root, recurrent_fn, config.num_simulations,
+            invalid_actions=invalid,
+            max_num_considered_actions=min(config.max_considered_actions, legal.shape[-1]),
+            gumbel_scale=0.0 if greedy else temperature,
+            qtransform=gumbel_qtransform(config.q_range),
+        )
+    else:
+        out = mctx.muzero_policy(
+            params, key, root, recurrent_fn, config.num_simulations,
+            invalid_actions=invalid,
+            dirichlet_fraction=0.0 if greedy else config.dirichlet_fraction,
+            dirichlet_alpha=config.dirichlet_alpha,
+            temperature=0.0 if greedy else temperature,
+        )
+    root_value = out.search_tree.node_values[:, mctx.Tree.ROOT_INDEX]
+    return SearchOutput(out.action.astype(jnp.int32), out.action_weights, root_value)
+
+
+def search_actions(params, obs: jax.Array, key: jax.Array, greedy: bool = False,
+                   legal: Optional[jax.Array] = None, temperature: float | jax.Array = 1.0,
+                   env_state: Optional[PyTree] = None, *, search: Callable[..., SearchOutput],
+                   num_actions: int) -> jax.Array:
+    """Actions [B] for observations [B, ...] by `search` (all actions legal if no mask)."""
+    if legal is None:
+        legal = jnp.ones((obs.shape[0], num_actions), bool)
+    return search(params, obs, legal, key, temperature, greedy, env_state).action
