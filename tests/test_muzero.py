@@ -5,6 +5,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from jax.sharding import PartitionSpec as P
 
@@ -209,6 +210,48 @@ def test_config_rejects_bad_values_in_one_line():
         assert "\n" not in str(error.value)
     with pytest.raises(ConfigError, match="discrete"):
         muzero.make(envs.make("Pendulum-v1"), muzero.Config())
+
+
+def applied_learning_rates(config, num_steps: int) -> np.ndarray:
+    """The rate [num_steps] MuZero's optimiser applies at each of its first steps: with zero
+    gradients its update is -rate * weight_decay * params (AdamW's decoupled decay)."""
+    optimizer = muzero.build_optimizer(config)
+    params = {"w": jnp.ones(())}
+
+    def step(carry, _):
+        params, opt_state = carry
+        updates, opt_state = optimizer.update({"w": jnp.zeros(())}, opt_state, params)
+        rate = -updates["w"] / (config.weight_decay * params["w"])
+        return (optax.apply_updates(params, updates), opt_state), rate
+
+    _, rates = jax.lax.scan(step, (params, optimizer.init(params)), None, length=num_steps)
+    return np.asarray(rates)
+
+
+def test_learning_rate_reaches_its_final_fraction_at_the_last_learner_step():
+    """The warm-up's iterations take no learner step, so the schedule counts learner steps:
+    the full rate at the first, learning_rate * final_lr_fraction at the last."""
+    config = dataclasses.replace(
+        muzero.Config(), total_steps=4 * 30, num_envs=4, learning_starts=10,
+        updates_per_iteration=2, batch_size=8, buffer_size=120, num_simulations=2,
+        latent_dim=8, hidden=(8,), support_bins=5, learning_rate=1e-2, final_lr_fraction=0.1)
+    agent = muzero.make(envs.make("CartPole-v1"), config, axis_name=None)
+
+    def run(key):
+        state = agent.init(key)
+        env_state = agent.init_envs(key, jnp.arange(config.num_envs))
+        iterate = lambda carry, k: (agent.train_step(*carry, k)[:2], None)  # noqa: E731
+        keys = jax.random.split(key, config.num_iterations)
+        return jax.lax.scan(iterate, (state, env_state), keys)[0][0]
+
+    state = jax.jit(run)(jax.random.PRNGKey(0))
+    # 30 iterations of 4 env steps; the gate opens in the third (12 >= 10 steps): 28 x 2
+    learner_steps = int(state.updates)
+    assert learner_steps == 56 == config.learner_steps and config.num_iterations == 30
+    rates = applied_learning_rates(config, learner_steps)
+    np.testing.assert_allclose(rates[0], 1e-2, rtol=1e-5)
+    np.testing.assert_allclose(rates[-1], 1e-2 * 0.1, rtol=1e-5)
+    assert np.all(np.diff(rates) < 0)
 
 
 def train_muzero(env_name: str, config, seeds, chunks: int, eval_episodes: int):

@@ -70,10 +70,11 @@ class Agent(BoundAgent):
 
 
 def build_optimizer(config: Config) -> optax.GradientTransformation:
-    """AdamW after global-norm clipping, its rate linearly annealed when `anneal_lr`."""
+    """AdamW after global-norm clipping. With `anneal_lr` its rate falls linearly from
+    `learning_rate` at the first learner step to `final_lr_fraction` of it at the last; the
+    optimiser counts learner steps only, so the warm-up's iterations are not in the count."""
     lr = learning_rate(config.learning_rate, config.anneal_lr,
-                       config.num_iterations * config.updates_per_iteration,
-                       config.final_lr_fraction)
+                       max(1, config.learner_steps - 1), config.final_lr_fraction)
     return optax.chain(
         optax.clip_by_global_norm(config.max_grad_norm),
         optax.adamw(lr, weight_decay=config.weight_decay),
@@ -219,7 +220,7 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         collect_key, learn_key = jax.random.split(key)
         env_state, collect_metrics = collect(state, env_state, collect_key, env=env,
                                              config=config, search=search, axis_name=axis_name)
-        ready = (state.iteration + 1) * config.steps_per_iteration >= config.learning_starts
+        ready = state.iteration >= config.warmup_iterations
         state, buffer, metrics = learn_after_warmup(ready, learn_fn, state, env_state.replay,
                                                     learn_key)
         return state, env_state.replace(replay=buffer), {**metrics, **collect_metrics}

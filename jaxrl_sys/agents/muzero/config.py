@@ -86,6 +86,18 @@ class Config(RolloutBudget):
         return self.num_envs
 
     @property
+    def warmup_iterations(self) -> int:
+        """Iterations before the first learner step: the last of them brings the env steps
+        taken to `learning_starts`, so learning starts in the iteration after."""
+        return max(0, -(-self.learning_starts // self.steps_per_iteration) - 1)
+
+    @property
+    def learner_steps(self) -> int:
+        """Gradient updates in `num_iterations` iterations: `updates_per_iteration` in each
+        one after the warm-up (the learning-rate schedule's length)."""
+        return max(0, self.num_iterations - self.warmup_iterations) * self.updates_per_iteration
+
+    @property
     def learns_rules(self) -> bool:
         """Whether the learned model has rule heads (the env model knows the rules)."""
         return self.rule_heads and self.model == "learned"
