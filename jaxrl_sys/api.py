@@ -20,6 +20,26 @@ def _defaults(load_agent: Optional[Callable[[str], Any]],
     return load_agent or agents.load, registry or envs
 
 
+def check_pairing(spec: RunSpec, load_agent: Callable[[str], Any], registry: EnvRegistry) -> None:
+    """Refuse, in one line, an agent without self-play on a two-player game (`TicTacToe-v0`,
+    `pgx:*`): it would play both sides as one agent and ignore the legal-move masks. Reads only
+    names and params: no env is built and no device touched."""
+    from jaxrl_sys import agents
+    from jaxrl_sys.core.config import split_env_overrides
+    from jaxrl_sys.runtime.cli import UsageError
+
+    module = load_agent(spec.agent)
+    env_name = spec.env or module.DEFAULT_ENV
+    _, env_kwargs = split_env_overrides(list(spec.overrides))
+    num_players = getattr(registry, "num_players", lambda name, **params: 1)
+    if getattr(module, "SELF_PLAY", True) or num_players(env_name, **env_kwargs) < 2:
+        return
+    players = [name for name in agents.names() if getattr(agents.load(name), "SELF_PLAY", True)]
+    raise UsageError(f"{env_name} is a two-player game, which agent {spec.agent!r} does not play "
+                     "(no self-play, no legal-move masks); train it with "
+                     + " or ".join(f"--agent {name}" for name in players))
+
+
 def run(spec: RunSpec, load_agent: Optional[Callable[[str], Any]] = None,
         registry: Optional[EnvRegistry] = None, *, resume: Union[str, Path, None] = None,
         **kwargs: Any):
@@ -28,6 +48,7 @@ def run(spec: RunSpec, load_agent: Optional[Callable[[str], Any]] = None,
     from jaxrl_sys.runtime.session import run as run_session
 
     load_agent, registry = _defaults(load_agent, registry)
+    check_pairing(spec, load_agent, registry)
     return run_session(spec, load_agent, registry, resume=resume, **kwargs)
 
 
@@ -38,6 +59,7 @@ def sweep(spec: RunSpec, load_agent: Optional[Callable[[str], Any]] = None,
     from jaxrl_sys.runtime.sweeps import sweep as run_sweep
 
     load_agent, registry = _defaults(load_agent, registry)
+    check_pairing(spec, load_agent, registry)
     return run_sweep(spec, load_agent, registry, resume=resume)
 
 

@@ -103,9 +103,8 @@ def spec_of(args: argparse.Namespace):
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Exit code: 0 done, 1 a fault at run time, 2 bad input, 130 interrupted."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from jaxrl_sys import agents
-    from jaxrl_sys import envs
-    from jaxrl_sys.runtime import distributed, session, sweeps
+    from jaxrl_sys import agents, api, envs
+    from jaxrl_sys.runtime import distributed, session
     from jaxrl_sys.runtime.cli import guarded
     from jaxrl_sys.runtime.host_loop import HostLoopError
 
@@ -116,15 +115,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if spec.sweep:
             if group is not None and group.multi:
                 raise session.UsageError("sweeps run in one process (no --coordinator)")
-            sweeps.sweep(spec, agents.load, envs, resume=args.resume)
+            api.sweep(spec, agents.load, envs, resume=args.resume)
             return 0
-        session.run(spec, agents.load, envs, resume=args.resume, group=group,
-                    process_start=PROCESS_START)
+        api.run(spec, agents.load, envs, resume=args.resume, group=group,
+                process_start=PROCESS_START)
         return 0
 
     return guarded(train, agents.USER_ERRORS + envs.USER_ERRORS + session.USER_ERRORS,
                    faults=(HostLoopError, session.TrainingStopped))
-
 
 
 def entry() -> None:

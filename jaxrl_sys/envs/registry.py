@@ -82,17 +82,21 @@ def reward_threshold(name: str) -> float | None:
 _OWN: dict[str, Union[EnvFactory, str]] = {}
 # Params that turn an env into its evaluation variant (see `make_eval`); absent means none.
 _EVAL_PARAMS: dict[str, dict[str, Any]] = {}
+# Players of our own envs as a function of their params; absent means one.
+_PLAYERS: dict[str, Callable[[dict[str, Any]], int]] = {}
 
 
 def register(
     name: str,
     factory: Union[EnvFactory, str],
     eval_params: Optional[dict[str, Any]] = None,
+    players: Union[int, Callable[[dict[str, Any]], int]] = 1,
 ) -> None:
     """Register our own env: `factory(**params) -> Env`, or a lazy "module:attr" path to one.
 
     `eval_params` override the params for the env's evaluation variant (see `make_eval`), e.g.
-    a fixed strong opponent for a self-play board game.
+    a fixed strong opponent for a self-play board game. `players`: its `spec.num_players`, or a
+    function of the params giving it, so that `num_players` answers without building the env.
     """
     if not isinstance(name, str) or not name:
         raise ValueError("env name must be a non-empty string")
@@ -107,6 +111,7 @@ def register(
         _EVAL_PARAMS[name] = dict(eval_params)
     else:
         _EVAL_PARAMS.pop(name, None)
+    _PLAYERS[name] = players if callable(players) else (lambda params, n=int(players): n)
 
 
 def names() -> list[str]:
@@ -149,6 +154,16 @@ def make(name: str, *, episode_stats: bool = True, **params: Any) -> Env:
     if episode_stats:
         env = EpisodeStatistics(env)
     return env
+
+
+def num_players(name: str, **params: Any) -> int:
+    """`spec.num_players` of env `name` with `params`, known without building it (so no device
+    is touched): 2 for pgx games and our own two-player envs in self-play, else 1."""
+    if name.startswith(PGX_PREFIX):
+        return 2
+    if name in _PLAYERS:
+        return _PLAYERS[name](params)
+    return 1
 
 
 def is_host_env(name: str) -> bool:
@@ -222,4 +237,5 @@ def _unknown_message(name: str) -> str:
 
 
 # Our own envs, each imported on its first `make`.
-register("TicTacToe-v0", "jaxrl_sys.envs.tictactoe:TicTacToe", eval_params={"opponent": "perfect"})
+register("TicTacToe-v0", "jaxrl_sys.envs.tictactoe:TicTacToe", eval_params={"opponent": "perfect"},
+         players=lambda params: 2 if params.get("opponent", "self") == "self" else 1)

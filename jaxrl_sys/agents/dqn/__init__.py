@@ -7,6 +7,7 @@ shipped per-env defaults and the learning promises), agent.py (`make` and the re
 
 from jaxrl_sys.agents.dqn.agent import (
     DEFAULT_EVAL_EPISODES,
+    SELF_PLAY,
     Agent,
     EnvState,
     State,
@@ -66,6 +67,7 @@ __all__ = [
     'make',
     'greedy_action',
     'DEFAULT_EVAL_EPISODES',
+    'SELF_PLAY',
     'host_fns',
     'taken_values',
     'bootstrap_observations',

@@ -34,6 +34,7 @@ from jaxrl_sys.core.types import BoundAgent, Env, EnvSpec, HostFns, Metrics, Rol
 
 State = TargetNetState  # online and target parameters, optimiser state, counters
 DEFAULT_EVAL_EPISODES = 32  # training returns are epsilon-greedy; report the greedy policy
+SELF_PLAY = False  # one agent's view of the env: no two-player self-play, no legal-move masks
 
 
 @struct.dataclass

@@ -16,6 +16,7 @@ from jaxrl_sys.agents.sac.defaults import (
     DEFAULT_ENV,
     DEFAULT_EVAL_EPISODES,
     PROMISES,
+    SELF_PLAY,
     TUNED,
     default_config,
 )
@@ -58,6 +59,7 @@ __all__ = [
     'make',
     'greedy_action',
     'DEFAULT_EVAL_EPISODES',
+    'SELF_PLAY',
     'host_config_problem',
     'host_fns',
 ]

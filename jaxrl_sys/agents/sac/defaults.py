@@ -14,6 +14,8 @@ DEFAULT_ENV = "Pendulum-v1"
 
 DEFAULT_EVAL_EPISODES = 0  # training returns already measure SAC's (stochastic) policy
 
+SELF_PLAY = False  # one agent's view of the env: no two-player self-play
+
 TUNED: tuple[Tuned, ...] = (
     Tuned("Pendulum-v1", {},
           "greedy -149.3 mean, 16/16 seeds past -200 at 30k steps (results/check_learning.md)"),
