@@ -1,38 +1,57 @@
 """Proximal Policy Optimisation (clipped objective, GAE), discrete and Gaussian actions.
 
-The agent contract (`jaxrl_sys.core.types.AgentDef`) and the public functions of
-`ppo`; see agent.py."""
+The agent contract (`jaxrl_sys.core.types.AgentDef`), the loss functions (losses.py) and the
+shipped per-env configs and learning promises (defaults.py) of `ppo`; see agent.py."""
 
 from jaxrl_sys.agents.ppo.agent import (
     DEFAULT_ENV,
+    DEFAULT_EVAL_EPISODES,
+    Agent,
     Config,
-    MINATAR_GAMES,
-    default_config,
     State,
     Trajectory,
-    Agent,
-    build_network,
     build_optimizer,
+    greedy_action,
+    host_fns,
     init,
     make,
-    greedy_action,
-    DEFAULT_EVAL_EPISODES,
-    host_fns,
 )
+from jaxrl_sys.agents.ppo.defaults import MINATAR_GAMES, PROMISES, TUNED, default_config
+from jaxrl_sys.agents.ppo.losses import (
+    approx_kl,
+    clipped_policy_loss,
+    clipped_value_loss,
+    entropy_term,
+    importance_ratio,
+    normalized_advantages,
+    ppo_loss,
+    value_loss,
+)
+from jaxrl_sys.agents.ppo.networks import build_network
 
 __all__ = [
     'DEFAULT_ENV',
+    'DEFAULT_EVAL_EPISODES',
+    'Agent',
     'Config',
     'MINATAR_GAMES',
-    'default_config',
+    'PROMISES',
     'State',
+    'TUNED',
     'Trajectory',
-    'Agent',
+    'approx_kl',
     'build_network',
     'build_optimizer',
+    'clipped_policy_loss',
+    'clipped_value_loss',
+    'default_config',
+    'entropy_term',
+    'greedy_action',
+    'host_fns',
+    'importance_ratio',
     'init',
     'make',
-    'greedy_action',
-    'DEFAULT_EVAL_EPISODES',
-    'host_fns',
+    'normalized_advantages',
+    'ppo_loss',
+    'value_loss',
 ]

@@ -1,0 +1,96 @@
+"""PPO's shipped per-env configs, as data: what each tuned env (or env family) changes from
+`Config`'s defaults, and what that reached. How they were found: docs/notes/ppo.md."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jaxrl_sys.agents.ppo.agent import Config
+from jaxrl_sys.core.config import Tuned, tuned_config
+from jaxrl_sys.core.types import LearningPromise
+
+MINATAR_GAMES = ("Asterix", "Breakout", "Freeway", "SpaceInvaders", "Seaquest")
+
+# gymnax-blines' published PPO settings for every MinAtar game (agents/<game>-MinAtar/ppo.yaml)
+_MINATAR: dict[str, Any] = dict(
+    total_steps=10_000_000, num_envs=64, rollout_steps=128, num_minibatches=8, update_epochs=4,
+    gamma=0.999, learning_rate=5e-4, anneal_lr=False, ent_coef=0.01, max_grad_norm=0.5,
+    hidden=(256, 256), activation="relu",
+)
+_MINATAR_REACHED = {
+    "Asterix": "greedy 27.4 ± 7.2 over 4 seeds at 10M steps, reference 15 (results/minatar.md)",
+    "Breakout": "greedy 25.7 ± 2.0 over 4 seeds at 10M steps, reference 28 (results/minatar.md)",
+    "Freeway": "greedy 60.9 ± 0.8 over 4 seeds at 10M steps, reference 58 (results/minatar.md)",
+    "SpaceInvaders": "greedy 158.8 ± 5.4 over 4 seeds at 10M steps, reference 131 "
+                     "(results/minatar.md)",
+    "Seaquest": "greedy 53.1 ± 3.1 over 4 seeds at 10M steps, no reference (results/minatar.md)",
+}
+
+# Brax and PureJaxRL's PPO batch: thousands of envs, normalised observations
+_BRAX: dict[str, Any] = dict(
+    num_envs=2048, rollout_steps=16, update_epochs=4, num_minibatches=16, learning_rate=3e-4,
+    anneal_lr=False, gamma=0.99, ent_coef=0.0, max_grad_norm=0.5, reward_scale=0.1,
+    hidden=(64, 64), normalize_obs=True,
+)
+
+# CleanRL's ppo_atari settings; 2.5M agent steps are 10M frames
+_ATARI: dict[str, Any] = dict(
+    total_steps=2_500_000, num_envs=8, rollout_steps=128, num_minibatches=4, update_epochs=4,
+    learning_rate=2.5e-4, anneal_lr=True, gamma=0.99, gae_lambda=0.95, clip_eps=0.1,
+    ent_coef=0.01, vf_coef=0.5, clip_value=True, max_grad_norm=0.5, torso="nature_cnn",
+)
+_ATARI_REACHED = ("Breakout (envpool): training return 11.5 after 2.05M of the 10M frames, one "
+                  "seed (README, 'Atari through the host loop')")
+
+TUNED: tuple[Tuned, ...] = (
+    Tuned("CartPole-v1", dict(update_epochs=8, reward_scale=0.1),
+          "greedy 500.0 ± 0.0 over 4 seeds (results/classic.md); 16/16 seeds reach 475 under "
+          "native/AVX/SSE4_2 (results/check_learning_epyc.md)"),
+    Tuned("Acrobot-v1",
+          dict(total_steps=600_000, learning_rate=1e-3, hidden=(64, 64), ent_coef=0.01),
+          "greedy -79.0 ± 1.5 over 4 seeds at 600k steps, reference -80 (results/classic.md)"),
+    Tuned("Pendulum-v1",
+          dict(total_steps=1_000_000, num_envs=32, rollout_steps=128, update_epochs=10,
+               num_minibatches=8, learning_rate=1e-3, gamma=0.98, reward_scale=0.1,
+               normalize_obs=True, hidden=(64, 64)),
+          "greedy -142.2 ± 14.1 over 4 seeds at 1M steps (results/classic.md); the optimum "
+          "averages about -137 (README, 'Results')"),
+    Tuned("gymnasium:CartPole-v1",
+          dict(num_envs=8, update_epochs=4, clip_value=True, reward_scale=0.1, ent_coef=0.01),
+          "greedy: 16/16 seeds reach 475 and end at 500 under native/AVX/SSE4_2 "
+          "(results/check_learning_epyc.md)"),
+    Tuned("MountainCar-v0",
+          dict(total_steps=500_000, num_envs=16, rollout_steps=32, update_epochs=64,
+               learning_rate=5e-3, ent_coef=0.003, max_grad_norm=1.0, hidden=(64, 64)),
+          "greedy -110.1 ± 7.1 over 4 seeds at 500k steps, reference -118 (results/classic.md)"),
+    Tuned("MountainCarContinuous-v0",
+          dict(total_steps=2_000_000, num_envs=32, rollout_steps=128, ent_coef=0.0,
+               normalize_obs=True, learning_rate=3e-4, hidden=(64, 64)),
+          "greedy 92.9 ± 0.0 over 4 seeds at 2M steps, reference 92 (results/classic.md)"),
+    *(Tuned(f"{game}-MinAtar", _MINATAR, _MINATAR_REACHED[game]) for game in MINATAR_GAMES),
+    Tuned("brax:*", dict(_BRAX, total_steps=5_000_000),
+          "not tuned per task; nothing recorded (docs/notes/ppo.md)"),
+    Tuned("brax:inverted_pendulum", dict(_BRAX, total_steps=2_000_000),
+          "greedy 1000, the most, over 16 episodes after 2M steps (docs/notes/ppo.md)"),
+    Tuned("gymnasium:ALE/*", _ATARI, _ATARI_REACHED),
+    Tuned("envpool:*-v5", _ATARI, _ATARI_REACHED),
+    Tuned("Catch-bsuite",
+          dict(total_steps=100_000, num_envs=16, learning_rate=5e-4, anneal_lr=False,
+               ent_coef=0.01, max_grad_norm=1.0, hidden=(64, 64)),
+          "greedy 1.0 ± 0.0 over 4 seeds at 100k steps, reference 1 (results/bsuite.md)"),
+)
+
+# What the learning checks hold the shipped defaults to (jaxrl_sys.tools.learning_check)
+PROMISES: tuple[LearningPromise, ...] = (
+    LearningPromise("CartPole-v1", 475.0),
+    LearningPromise("Acrobot-v1", -100.0),
+    LearningPromise("Pendulum-v1", -200.0),
+    LearningPromise("gymnasium:CartPole-v1", 475.0, eval_every=4,
+                    note="host loop: one seed at a time; greedy evaluation in worker processes "
+                         "every 4th chunk (evaluations cost seconds each)"),
+)
+
+
+def default_config(env_name: str) -> Config:
+    """The PPO config for `env_name`: `Config`'s defaults with its tuned entry applied."""
+    return tuned_config(Config(), TUNED, env_name)

@@ -1,0 +1,101 @@
+"""PPO's objective as functions of arrays: the clipped policy loss, the value loss (optionally
+clipped), the entropy term, their weighted sum, and advantage normalisation.
+
+Every array is one flattened minibatch, [N] with N = steps x envs. The targets (advantages and
+returns) are `jaxrl_sys.core.returns.gae`'s, computed once per rollout before the epochs.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+
+from jaxrl_sys.core import collectives
+from jaxrl_sys.core.types import Metrics
+
+ADVANTAGE_EPSILON = 1e-8
+
+
+def normalized_advantages(advantages: jax.Array, axis_name: Optional[str]) -> jax.Array:
+    """[N] advantages standardised to mean 0 and standard deviation 1, with the statistics
+    pooled over the devices of `axis_name`, so every device scales by the global minibatch's."""
+    mean = collectives.pmean(jnp.mean(advantages), axis_name)
+    var = collectives.pmean(jnp.mean((advantages - mean) ** 2), axis_name)
+    return (advantages - mean) / (jnp.sqrt(var) + ADVANTAGE_EPSILON)
+
+
+def importance_ratio(log_probs: jax.Array, old_log_probs: jax.Array) -> jax.Array:
+    """pi(a|s) / pi_old(a|s), [N], from the log-probabilities of the taken actions [N]."""
+    return jnp.exp(log_probs - old_log_probs)
+
+
+def clipped_policy_loss(ratio: jax.Array, advantages: jax.Array, clip_eps: float) -> jax.Array:
+    """The clipped surrogate, negated for descent: -mean(min(r A, clip(r, 1-eps, 1+eps) A)),
+    a scalar from ratios and advantages [N]. The ratio stops paying once it has moved the
+    action's probability `clip_eps` in the advantage's direction."""
+    clipped = jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps)
+    return -jnp.mean(jnp.minimum(ratio * advantages, clipped * advantages))
+
+
+def value_loss(values: jax.Array, returns: jax.Array) -> jax.Array:
+    """Half the mean squared error of values [N] against returns [N], a scalar."""
+    return 0.5 * jnp.mean((values - returns) ** 2)
+
+
+def clipped_value_loss(values: jax.Array, old_values: jax.Array, returns: jax.Array,
+                       clip_eps: float) -> jax.Array:
+    """`value_loss`, pessimistic over the values [N] and the old values [N] moved at most
+    `clip_eps` towards them: 0.5 mean(max((v - R)^2, (v_old + clip(v - v_old) - R)^2))."""
+    value_error = (values - returns) ** 2
+    values_clipped = old_values + jnp.clip(values - old_values, -clip_eps, clip_eps)
+    return 0.5 * jnp.mean(jnp.maximum(value_error, (values_clipped - returns) ** 2))
+
+
+def entropy_term(entropy: jax.Array) -> jax.Array:
+    """Mean policy entropy of the minibatch's states [N], a scalar; the loss subtracts
+    `ent_coef` times it, so more entropy lowers the loss."""
+    return jnp.mean(entropy)
+
+
+def approx_kl(ratio: jax.Array, log_probs: jax.Array, old_log_probs: jax.Array) -> jax.Array:
+    """KL(pi_old || pi) estimated as mean((r - 1) - log r) over [N] (non-negative per sample);
+    a diagnostic, not part of the loss."""
+    return jnp.mean((ratio - 1.0) - (log_probs - old_log_probs))
+
+
+def ppo_loss(
+    log_probs: jax.Array,
+    entropy: jax.Array,
+    values: jax.Array,
+    old_log_probs: jax.Array,
+    old_values: jax.Array,
+    advantages: jax.Array,
+    returns: jax.Array,
+    *,
+    clip_eps: float,
+    vf_coef: float,
+    ent_coef: float,
+    clip_value: bool,
+    normalize_advantages: bool,
+    axis_name: Optional[str],
+) -> tuple[jax.Array, Metrics]:
+    """PPO's loss, policy + vf_coef * value - ent_coef * entropy, and its parts as metrics.
+
+    The first three arrays [N] come from the current parameters, the next two from the
+    acting ones; advantages and returns [N] are the rollout's targets.
+    """
+    if normalize_advantages:
+        advantages = normalized_advantages(advantages, axis_name)
+    ratio = importance_ratio(log_probs, old_log_probs)
+    policy = clipped_policy_loss(ratio, advantages, clip_eps)
+    if clip_value:
+        value = clipped_value_loss(values, old_values, returns, clip_eps)
+    else:
+        value = value_loss(values, returns)
+    mean_entropy = entropy_term(entropy)
+    total = policy + vf_coef * value - ent_coef * mean_entropy
+    metrics = dict(loss=total, policy_loss=policy, value_loss=value, entropy=mean_entropy,
+                   approx_kl=approx_kl(ratio, log_probs, old_log_probs))
+    return total, metrics
