@@ -1,9 +1,11 @@
 """Learning tests: every promised (agent, env) pair learns with its shipped defaults.
 
-Each test trains a case of `jaxrl_sys.tools.learning_check.CASES` exactly as
-`scripts/check_learning.py` does (the config and chunking of `scripts/train.py`, greedy
-evaluation at every chunk's end) on four seeds, and judges with the margin that the 16-seed
-measurement under every code-generation setting supports (README, "Learning checks"): the
+The cases are the registered agents' promises (`LearningPromise`s in each agent's
+defaults.py), so a new agent's promises are tested here without a line of this file. Each test
+trains a case exactly as `jaxrl-check-learning` does (the config and chunking of `jaxrl-train`,
+greedy evaluation at every chunk's end) on the promise's `test_seeds` (four), and judges with the
+margin that the 16-seed measurement under every code-generation setting supports
+(docs/learning-checks.md): the
 defaults meet the rule there (15 of 16 seeds reach the threshold, none that did ends more than
 5% below it), so here at least 3 of 4 seeds must reach the threshold and the median seed must
 end above the collapse floor. No test leans on one machine's trajectory: `.ci/run` runs these
@@ -17,9 +19,11 @@ from jaxrl_sys import agents
 from jaxrl_sys import envs
 from jaxrl_sys.tools import learning_check as lc
 
-SEEDS = [0, 1, 2, 3]
-DEVICE_CASES = ["ppo:CartPole-v1", "ppo:Acrobot-v1", "ppo:Pendulum-v1", "dqn:CartPole-v1",
-                "sac:Pendulum-v1", "sac:MountainCarContinuous-v0"]
+CASES = lc.cases(agents.promises())
+TESTED = [case for case in CASES if case.test_seeds]
+# the promises whose own tests train them (test_seeds 0: a slow case, named in its note)
+OWN_TESTS = {"ppo:gymnasium:CartPole-v1": "tests/test_host_loop.py::test_ppo_learns_gymnasium_cartpole",
+             "muzero:CartPole-v1": "tests/test_muzero.py::test_muzero_learns_cartpole"}
 
 
 def check(result: lc.CaseResult) -> None:
@@ -28,23 +32,30 @@ def check(result: lc.CaseResult) -> None:
               f"{verdict.reached.tolist()} (threshold {result.threshold:g})")
     print(detail)
     assert np.all(np.isfinite(result.train_returns[-1])), detail
-    assert verdict.reached.sum() >= len(SEEDS) - 1, detail
+    assert verdict.reached.sum() >= len(result.seeds) - 1, detail
     assert np.median(verdict.final) >= lc.collapse_floor(result.threshold), detail
 
 
 @pytest.mark.slow
 @pytest.mark.learning
-@pytest.mark.parametrize("name", DEVICE_CASES)
-def test_agent_learns_its_promised_env(name):
-    case = lc.find_case(name)
-    check(lc.run_case(case, agents.load(case.agent), envs, SEEDS))
+@pytest.mark.parametrize("case", TESTED, ids=[case.name for case in TESTED])
+def test_agent_learns_its_promised_env(case):
+    check(lc.run_case(case, agents.load(case.agent), envs, list(range(case.test_seeds))))
 
 
-def test_every_promised_pair_has_a_case():
-    """The README's agents table and the learning tests draw from the same case list."""
-    names = {case.name for case in lc.CASES}
-    assert set(DEVICE_CASES) <= names
-    assert {"ppo:gymnasium:CartPole-v1", "muzero:CartPole-v1"} <= names
+def test_every_promise_is_tested_here_or_by_a_test_of_its_own():
+    untested = {case.name for case in CASES if not case.test_seeds}
+    assert untested == set(OWN_TESTS)
+    for name, test in OWN_TESTS.items():
+        path, function = test.split("::")
+        assert f"def {function}(" in open(path, encoding="utf-8").read(), test
+        assert path in lc.find_case(name, CASES).note, name
+
+
+def test_cases_come_from_every_registered_agent():
+    assert {case.agent for case in CASES} == set(agents.names())
+    assert [case.name for case in lc.cases({"ppo": agents.load("ppo").PROMISES})] == \
+        [f"ppo:{promise.env}" for promise in agents.load("ppo").PROMISES]
 
 
 def test_judge_applies_the_rule():

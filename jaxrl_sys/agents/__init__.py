@@ -12,7 +12,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from jaxrl_sys.core.types import AgentDef
+    from jaxrl_sys.core.types import AgentDef, LearningPromise
 
 AGENTS: dict[str, str] = {
     "ppo": "jaxrl_sys.agents.ppo",
@@ -41,3 +41,9 @@ def load(name: str) -> AgentDef:
         hint = f"closest: {', '.join(close)}" if close else f"known: {', '.join(AGENTS)}"
         raise UnknownAgentError(f"unknown agent {name!r}; {hint}")
     return importlib.import_module(AGENTS[name])
+
+
+def promises() -> dict[str, tuple[LearningPromise, ...]]:
+    """Every registered agent's learning promises (imports every agent): the learning checks'
+    and learning tests' cases."""
+    return {name: load(name).PROMISES for name in AGENTS}

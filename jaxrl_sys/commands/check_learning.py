@@ -28,10 +28,17 @@ from jaxrl_sys.runtime.cli import Parser, guarded
 from jaxrl_sys.runtime.cli import UsageError
 
 
+def all_cases() -> tuple[lc.LearningCase, ...]:
+    """Every registered agent's promised cases."""
+    from jaxrl_sys import agents
+
+    return lc.cases(agents.promises())
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--cases", default="all",
-                   help=f"comma-separated cases or 'all' ({', '.join(c.name for c in lc.CASES)})")
+                   help=f"comma-separated cases or 'all' ({', '.join(c.name for c in all_cases())})")
     p.add_argument("--seeds", type=int, default=16, help="seeds 0..N-1 per case")
     p.add_argument("--settings", default="all",
                    help="comma-separated code-generation settings (native, AVX512, AVX2, AVX, "
@@ -49,10 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_cases(text: str) -> list[lc.LearningCase]:
+    known = all_cases()
     if text == "all":
-        return list(lc.CASES)
+        return list(known)
     try:
-        return [lc.find_case(name.strip()) for name in text.split(",") if name.strip()]
+        return [lc.find_case(name.strip(), known) for name in text.split(",") if name.strip()]
     except ValueError as error:
         raise UsageError(str(error)) from None
 
@@ -150,7 +158,7 @@ def report(results: list[lc.CaseResult], markdown: Optional[str]) -> int:
     """Print a table per case; 1 if any case misses the rule under any setting."""
     tables, failed = [], []
     for case_name in dict.fromkeys(r.case for r in results):
-        case = lc.find_case(case_name)
+        case = lc.find_case(case_name, all_cases())
         of_case = [r for r in results if r.case == case_name]
         tables.append(lc.format_case_table(case, of_case))
         failed += [f"{case_name} [{r.setting}]" for r in of_case if not lc.judge(r).passed]

@@ -1,17 +1,18 @@
 """Learning checks: train a promised (agent, env) pair over many seeds and judge robustness.
 
-A `LearningCase` names an agent, an env, the shipped config (plus any test-only overrides),
-a threshold and how it is measured (greedy evaluation where the agent has one). `run_case`
-trains it with the same placement and driver as `scripts/train.py`, seeds vmapped, and keeps
-every seed's curve; `judge` applies the robustness rule of issue 12: at least 15 of 16 seeds
-reach the threshold, and no seed that reached it ends more than 5% below it.
+A `LearningCase` is an agent's `LearningPromise` (its defaults.py): an env, a threshold and
+how it is measured (greedy evaluation where the agent has one); `cases` builds them from the
+agent registry's promises. `run_case` trains one with the same placement and driver as
+`jaxrl-train`, seeds vmapped, and keeps every seed's curve; `judge` applies the robustness
+rule: at least 15 of 16 seeds reach the threshold, and no seed that reached it ends more than
+5% below it.
 
 XLA's CPU code differs with the instruction set (`--xla_cpu_max_isa`), and RL turns the last
-bits into another run, so `scripts/check_learning.py` runs the cases once per code-generation
+bits into another run, so `jaxrl-check-learning` runs the cases once per code-generation
 setting, each in its own process (the flag must be set before JAX starts).
 
-The agent module and the env registry are handed in by the caller: jaxrl_sys never imports
-`agents` or `envs`.
+The agents' promises, the agent module and the env registry are handed in by the caller: the
+tools never import agents or envs.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from __future__ import annotations
 import dataclasses
 import time
 from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
+
+from jaxrl_sys.core.types import LearningPromise
 
 import numpy as np
 
@@ -42,14 +45,14 @@ COLLAPSE_TOLERANCE = 0.05
 
 @dataclasses.dataclass(frozen=True)
 class LearningCase:
-    """One promised (agent, env) pair, as its learning test trains it.
+    """One promised (agent, env) pair, as its learning test trains it: an agent's
+    `LearningPromise` (see `jaxrl_sys.core.types`) with the agent's name.
 
     `overrides` are applied on top of the agent's `default_config(env)`; empty means the
     shipped defaults. `eval_episodes` > 0 judges the greedy policy, evaluated at the end of
     every `eval_every`-th chunk (host loop only; on device: every chunk) and of the last; 0
     judges the mean return of the training episodes finished in each chunk.
-    `chunks` matches `scripts/train.py`'s default, so a case trains what the user's command
-    trains.
+    `chunks` matches `jaxrl-train`'s default, so a case trains what the user's command trains.
     """
 
     agent: str
@@ -60,36 +63,25 @@ class LearningCase:
     overrides: tuple[tuple[str, Any], ...] = ()
     chunks: int = 20
     note: str = ""
+    test_seeds: int = 4
 
     @property
     def name(self) -> str:
         return f"{self.agent}:{self.env}"
 
 
-# Every pair the README and the learning tests promise, with its shipped defaults.
-CASES: tuple[LearningCase, ...] = (
-    LearningCase("ppo", "CartPole-v1", 475.0),
-    LearningCase("ppo", "Acrobot-v1", -100.0),
-    LearningCase("ppo", "Pendulum-v1", -200.0),
-    LearningCase("dqn", "CartPole-v1", 475.0),
-    LearningCase("sac", "Pendulum-v1", -200.0),
-    LearningCase("sac", "MountainCarContinuous-v0", 90.0,
-                 note="the flag is worth 100; correlated exploration noise finds it"),
-    LearningCase("ppo", "gymnasium:CartPole-v1", 475.0, eval_every=4,
-                 note="host loop: one seed at a time; greedy evaluation in worker processes "
-                      "every 4th chunk (evaluations cost seconds each)"),
-    LearningCase("muzero", "CartPole-v1", 400.0,
-                 note="shipped defaults (150k steps) and the learning test's bar (greedy 400 "
-                      "on seeds 0 and 1); issue 13 asks for 475 at the end on every seed"),
-)
+def cases(promises: Mapping[str, Sequence[LearningPromise]]) -> tuple[LearningCase, ...]:
+    """Every case of the agents' promises (`jaxrl_sys.agents.promises()`), in agent order."""
+    return tuple(LearningCase(agent, **dataclasses.asdict(promise))
+                 for agent, of_agent in promises.items() for promise in of_agent)
 
 
-def find_case(name: str) -> LearningCase:
-    """The case called `name` ("agent:env"); ValueError with the known names otherwise."""
-    for case in CASES:
+def find_case(name: str, known: Sequence[LearningCase]) -> LearningCase:
+    """The case called `name` ("agent:env") among `known`; ValueError naming them otherwise."""
+    for case in known:
         if case.name == name:
             return case
-    raise ValueError(f"unknown case {name!r}; known: {', '.join(c.name for c in CASES)}")
+    raise ValueError(f"unknown case {name!r}; known: {', '.join(c.name for c in known)}")
 
 
 def available_settings(cpuinfo: Optional[str] = None) -> tuple[list[str], str]:

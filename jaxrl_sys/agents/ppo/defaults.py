@@ -87,7 +87,9 @@ PROMISES: tuple[LearningPromise, ...] = (
     LearningPromise("Pendulum-v1", -200.0),
     LearningPromise("gymnasium:CartPole-v1", 475.0, eval_every=4,
                     note="host loop: one seed at a time; greedy evaluation in worker processes "
-                         "every 4th chunk (evaluations cost seconds each)"),
+                         "every 4th chunk (evaluations cost seconds each); its own learning "
+                         "test: tests/test_host_loop.py",
+                    test_seeds=0),
 )
 
 
