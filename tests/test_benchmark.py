@@ -154,7 +154,8 @@ def test_committed_results_page_is_what_the_command_generates_from_results():
 @pytest.mark.learning
 def test_quick_classic_suite_writes_its_report_and_learns_cartpole_and_pendulum(tmp_path):
     code = benchmark_script.main(["--suite", "classic", "--quick", "--seeds", "2",
-                                  "--out-dir", str(tmp_path), "--no-progress"])
+                                  "--agents", "ppo,dqn,sac", "--out-dir", str(tmp_path),
+                                  "--no-progress"])
     assert code == 0
     for suffix in ("json", "md", "png"):
         assert (tmp_path / f"classic_quick.{suffix}").is_file()
@@ -164,3 +165,10 @@ def test_quick_classic_suite_writes_its_report_and_learns_cartpole_and_pendulum(
     print(f"quick suite: ppo CartPole {cartpole}, sac Pendulum {pendulum}")
     assert np.mean(cartpole) >= 300  # a random policy: ~22
     assert np.mean(pendulum) >= -400  # a random policy: ~-1200
+
+
+def test_the_default_agents_are_the_registry(capsys):
+    """`--agents` defaults to every registered agent, and its help lists them."""
+    parser = benchmark_script.build_parser()
+    assert parser.parse_args([]).agents == "all"
+    assert all(name in parser.format_help() for name in agents.names())

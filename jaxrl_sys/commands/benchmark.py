@@ -33,12 +33,20 @@ from jaxrl_sys.tools import benchmark as bm  # noqa: E402  (imports JAX lazily)
 from jaxrl_sys.runtime.cli import Parser, UsageError, guarded  # noqa: E402
 
 
+def registered_agents() -> list[str]:
+    """The agent registry's names (imports no agent)."""
+    from jaxrl_sys import agents
+
+    return agents.names()
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--suite", default="classic", help=f"{', '.join(bm.SUITES)} or all")
-    p.add_argument("--agents", default=",".join(bm.DEFAULT_AGENTS),
-                   help="comma-separated agents (ppo, dqn, sac, muzero); each runs on the "
-                        "suite's envs it suits")
+    p.add_argument("--agents", default="all",
+                   help="comma-separated agents of the registry, or all "
+                        f"({', '.join(registered_agents())}); each runs on the suite's envs "
+                        "it suits")
     p.add_argument("--envs", default="",
                    help="comma-separated envs of the suite to run (default: all of them); "
                         "suites run in separate processes share one results file safely")
@@ -85,7 +93,8 @@ def benchmark(args: argparse.Namespace) -> int:
         from jaxrl_sys import agents
         from jaxrl_sys import envs
 
-        agent_names = [a.strip() for a in args.agents.split(",") if a.strip()]
+        agent_names = (agents.names() if args.agents.strip() == "all"
+                       else [a.strip() for a in args.agents.split(",") if a.strip()])
         if not agent_names:
             raise UsageError("--agents is empty")
         only_envs = [e.strip() for e in args.envs.split(",") if e.strip()]
@@ -96,7 +105,7 @@ def benchmark(args: argparse.Namespace) -> int:
         print(f"suite {args.suite}: {len(entries)} runs x {args.seeds} seeds -> {results_file}",
               file=sys.stderr)
         rows = bm.run_suite(entries, agents.load, envs, list(range(args.seeds)), results_file,
-                            num_devices=args.devices, fresh=args.fresh,
+                            num_devices=args.devices, fresh=args.fresh, agent_order=agents.names(),
                             progress=None if args.no_progress else _progress_bar())
     table_file, image_file = bm.write_report(rows, references, out_dir, name)
     print(bm.format_table(rows, references))

@@ -36,7 +36,6 @@ SUITES: dict[str, tuple[str, ...]] = {
                 "SpaceInvaders-MinAtar", "Seaquest-MinAtar"),
     "bsuite": ("Catch-bsuite",),
 }
-DEFAULT_AGENTS = ("ppo", "dqn", "sac")
 EVAL_EPISODES = 32  # greedy episodes per seed at every chunk end
 CHUNKS = 20  # points on each learning curve (train.py's default chunking)
 QUICK_STEPS = 20_000  # --quick: env steps per seed (or the default budget if smaller)
@@ -180,14 +179,16 @@ def _matches(row: dict, entry: Entry, seeds: Sequence[int]) -> bool:
 def run_suite(entries: Sequence[Entry], load_agent: Callable[[str], Any], registry: Any,
               seeds: Sequence[int], results_file: Path, num_devices: int = 1,
               progress: Optional[Callable[[str, int, int], None]] = None,
-              fresh: bool = False) -> list[Row]:
+              fresh: bool = False, agent_order: Sequence[str] = ()) -> list[Row]:
     """Run every entry, saving `results_file` after each; rows already saved there for the
     same entry and seeds are kept (not re-run) unless `fresh`, and saved rows of other
     (agent, env) pairs stay in the file (a suite run agent by agent makes one table).
 
     `progress(label, done_chunks, total_chunks)` is called at every chunk; the label names
-    the run, its place in the suite and the suite's estimated time left.
+    the run, its place in the suite and the suite's estimated time left. Rows are saved by
+    env, then by agent in `agent_order` (the registry's; default: the entries').
     """
+    order = list(agent_order) or list(dict.fromkeys(e.agent for e in entries))
     saved = []
     if results_file.is_file() and not fresh:
         saved = json.loads(results_file.read_text(encoding="utf-8")).get("rows", [])
@@ -214,8 +215,8 @@ def run_suite(entries: Sequence[Entry], load_agent: Callable[[str], Any], regist
         records.append(record)
         others = _rows_of_other_pairs(results_file, {(r["agent"], r["env"]) for r in records},
                                       others)
-        _save(results_file, _in_suite_order(records + others))
-    return [_row_of(r) for r in _in_suite_order(records + others)]
+        _save(results_file, _in_suite_order(records + others, order))
+    return [_row_of(r) for r in _in_suite_order(records + others, order)]
 
 
 def _rows_of_other_pairs(results_file: Path, pairs: set[tuple[str, str]],
@@ -232,10 +233,9 @@ def _rows_of_other_pairs(results_file: Path, pairs: set[tuple[str, str]],
     return [r for key, r in merged.items() if key not in pairs]
 
 
-def _in_suite_order(records: list[dict]) -> list[dict]:
-    """Rows ordered by env (as the suites list them), then agent."""
+def _in_suite_order(records: list[dict], agent_order: Sequence[str]) -> list[dict]:
+    """Rows ordered by env (as the suites list them), then agent (in `agent_order`)."""
     env_order = [e for envs in SUITES.values() for e in envs]
-    agent_order = [*DEFAULT_AGENTS, "muzero"]
     rank = lambda names, name: names.index(name) if name in names else len(names)  # noqa: E731
     return sorted(records, key=lambda r: (rank(env_order, r["env"]), r["env"],
                                           rank(agent_order, r["agent"]), r["agent"]))
