@@ -32,9 +32,9 @@ def check_pairing(spec: RunSpec, load_agent: Callable[[str], Any], registry: Env
     env_name = spec.env or module.DEFAULT_ENV
     _, env_kwargs = split_env_overrides(list(spec.overrides))
     num_players = getattr(registry, "num_players", lambda name, **params: 1)
-    if getattr(module, "SELF_PLAY", True) or num_players(env_name, **env_kwargs) < 2:
+    if module.SELF_PLAY or num_players(env_name, **env_kwargs) < 2:
         return
-    players = [name for name in agents.names() if getattr(agents.load(name), "SELF_PLAY", True)]
+    players = [name for name in agents.names() if agents.load(name).SELF_PLAY]
     raise UsageError(f"{env_name} is a two-player game, which agent {spec.agent!r} does not play "
                      "(no self-play, no legal-move masks); train it with "
                      + " or ".join(f"--agent {name}" for name in players))

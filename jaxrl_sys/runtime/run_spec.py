@@ -182,7 +182,7 @@ def resolve(spec: RunSpec, load_agent: Callable[[str], AgentDef],
 
 def _check_host(spec: RunSpec, module: AgentDef, config: Any) -> None:
     """What the host loop (gymnasium: and envpool: envs) does not do, as one-line usage errors."""
-    if not callable(getattr(module, "host_fns", None)):  # TODO(lead): isinstance(module, HostAgentDef)
+    if not isinstance(module, HostAgentDef):
         raise UsageError(f"agent {spec.agent!r} has no host loop (host_fns), so it cannot train "
                          "host-loop envs (gymnasium:, envpool:)")
     problem = getattr(module, "host_config_problem", lambda config: None)(config)

@@ -6,6 +6,7 @@ shipped per-env configs and learning promises (defaults.py) of `ppo`; see agent.
 from jaxrl_sys.agents.ppo.agent import (
     DEFAULT_ENV,
     DEFAULT_EVAL_EPISODES,
+    SELF_PLAY,
     Agent,
     Config,
     State,
@@ -32,6 +33,7 @@ from jaxrl_sys.agents.ppo.networks import build_network
 __all__ = [
     'DEFAULT_ENV',
     'DEFAULT_EVAL_EPISODES',
+    'SELF_PLAY',
     'Agent',
     'Config',
     'MINATAR_GAMES',

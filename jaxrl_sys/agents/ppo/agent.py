@@ -300,6 +300,7 @@ def greedy_action(agent: Agent) -> Callable[[State, jax.Array, jax.Array], jax.A
 
 
 DEFAULT_EVAL_EPISODES = 0  # PPO's training returns already measure its (stochastic) policy
+SELF_PLAY = False  # one agent's view of the env: no two-player self-play, no legal-move masks
 
 
 def host_fns(agent: Agent) -> HostFns:
