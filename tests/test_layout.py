@@ -1,0 +1,62 @@
+"""The agents' shape, read from the source: each agent is a package of small, named parts
+(agent.py binds, losses.py holds the maths, defaults.py the tuned configs as data), no function
+in it is longer than about 120 lines, and code comments hold no history of experiments."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from jaxrl_sys import agents
+
+ROOT = Path(__file__).resolve().parent.parent
+AGENTS_DIR = ROOT / "jaxrl_sys" / "agents"
+MAX_FUNCTION_LINES = 120
+HISTORY = re.compile(r"#.*\b(issue \d+|tried|we tried|used to|earlier default)", re.IGNORECASE)
+
+
+def _functions(path: Path) -> list[tuple[str, int]]:
+    """(qualified name, line count) of every function in `path`, nested ones included."""
+    found = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                found.append((prefix + child.name, child.end_lineno - child.lineno + 1))
+                visit(child, f"{prefix}{child.name}.")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.")
+
+    visit(ast.parse(path.read_text(encoding="utf-8")), "")
+    return found
+
+
+@pytest.mark.parametrize("name", agents.names())
+def test_an_agent_is_a_package_of_binding_losses_and_defaults(name):
+    package = AGENTS_DIR / name
+    for part in ("__init__.py", "agent.py", "losses.py", "defaults.py"):
+        assert (package / part).is_file(), f"{name}: no {part}"
+
+
+@pytest.mark.parametrize("name", agents.names())
+def test_no_function_of_an_agent_is_longer_than_the_limit(name):
+    long = {f"{path.name}:{fn}": lines for path in sorted((AGENTS_DIR / name).glob("*.py"))
+            for fn, lines in _functions(path) if lines > MAX_FUNCTION_LINES}
+    assert long == {}
+
+
+@pytest.mark.parametrize("name", agents.names())
+def test_agent_code_holds_no_history_of_experiments(name):
+    lines = [f"{path.name}:{i}: {line.strip()}" for path in sorted((AGENTS_DIR / name).glob("*.py"))
+             for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if HISTORY.search(line)]
+    assert lines == []
+
+
+def test_the_function_counter_sees_nested_functions(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text("def outer():\n    def inner():\n        return 1\n    return inner\n")
+    assert _functions(source) == [("outer", 4), ("outer.inner", 2)]
