@@ -268,7 +268,7 @@ def train_muzero(env_name: str, config, seeds, chunks: int, eval_episodes: int):
 @pytest.mark.learning
 def test_muzero_learns_cartpole():
     """The shipped CartPole-v1 defaults (150k steps) on two seeds: both greedy evaluations end
-    at 400 or more (the solved bar is 475; see README for 4-seed runs)."""
+    at 400 or more (the solved bar is 475; see docs/benchmarks.md for 4-seed runs)."""
     config = muzero.default_config("CartPole-v1")
     _, result = train_muzero("CartPole-v1", config, [0, 1], chunks=5, eval_episodes=32)
     greedy = result.history[-1].eval_returns

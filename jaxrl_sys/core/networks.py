@@ -90,7 +90,7 @@ def same_conv(x: jax.Array, kernel: jax.Array) -> jax.Array:
     Its gradients are written as convolutions in the same canonical layout, with explicit
     transposes: autodiff's own gradient convolutions run 5-11x slower on XLA:CPU inside a
     loop body (a `scan` of updates, an on-device training loop) than outside one; these do
-    not (see README "Notes on XLA:CPU"). The values are the same.
+    not (see docs/design/xla-cpu.md). The values are the same.
     """
     return _conv(x, kernel, "SAME")
 

@@ -40,7 +40,7 @@ _ATARI: dict[str, Any] = dict(
     ent_coef=0.01, vf_coef=0.5, clip_value=True, max_grad_norm=0.5, torso="nature_cnn",
 )
 _ATARI_REACHED = ("Breakout (envpool): training return 11.5 after 2.05M of the 10M frames, one "
-                  "seed (README, 'Atari through the host loop')")
+                  "seed (docs/design/atari.md)")
 
 TUNED: tuple[Tuned, ...] = (
     Tuned("CartPole-v1", dict(update_epochs=8, reward_scale=0.1),
@@ -54,7 +54,7 @@ TUNED: tuple[Tuned, ...] = (
                num_minibatches=8, learning_rate=1e-3, gamma=0.98, reward_scale=0.1,
                normalize_obs=True, hidden=(64, 64)),
           "greedy -142.2 ± 14.1 over 4 seeds at 1M steps (results/classic.md); the optimum "
-          "averages about -137 (README, 'Results')"),
+          "averages about -137 (docs/results-notes.md)"),
     Tuned("gymnasium:CartPole-v1",
           dict(num_envs=8, update_epochs=4, clip_value=True, reward_scale=0.1, ent_coef=0.01),
           "greedy: 16/16 seeds reach 475 and end at 500 under native/AVX/SSE4_2 "

@@ -30,7 +30,7 @@ TUNED: tuple[Tuned, ...] = (
                          learning_starts=8192, actor_learning_rate=3e-4,
                          critic_learning_rate=3e-4, alpha_learning_rate=3e-4,
                          hidden=(256, 256), initial_alpha=1.0, normalize_obs=True),
-          "hopper (spring) 405.7 ± 38.7 at 300k steps, Brax's SAC 361.7 (README); "
+          "hopper (spring) 405.7 ± 38.7 at 300k steps, Brax's SAC 361.7 (docs/benchmarks.md); "
           "not tuned per task"),
 )
 
