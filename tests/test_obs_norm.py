@@ -33,6 +33,33 @@ def test_batches_merge_to_the_statistics_of_everything_seen():
     np.testing.assert_allclose(stats.var, seen.var(0), rtol=1e-4)
 
 
+def test_first_observations_are_counted_once():
+    """Statistics started from the envs' first observations (so the first rollout is
+    normalised), then updated with the rollout, which begins with those observations again,
+    are the rollout's statistics: each observation counted once."""
+    rollout = np.random.default_rng(5).normal(2.0, 3.0, (6, 4, 3)).astype(np.float32)  # [T, B]
+    rollout[0] += 10.0  # first observations far from the rest: counted twice, they pull
+    started = obs_norm.update_if_empty(obs_norm.init_stats(True, (3,)), jnp.asarray(rollout[0]),
+                                       None)
+    first = rollout[0]
+    np.testing.assert_allclose(obs_norm.normalize(started, jnp.asarray(first)),
+                               (first - first.mean(0)) / first.std(0), rtol=1e-4, atol=1e-4)
+    stats = obs_norm.update(started, jnp.asarray(rollout), None)
+    seen = rollout.reshape(-1, 3)
+    assert float(stats.count) == len(seen)
+    np.testing.assert_allclose(stats.mean, seen.mean(0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(stats.var, seen.var(0), rtol=1e-4)
+
+
+def test_update_if_empty_leaves_started_statistics_alone():
+    obs = jnp.asarray(np.random.default_rng(6).normal(size=(4, 2)), jnp.float32)
+    empty = obs_norm.init_stats(True, (2,))
+    for stats in (obs_norm.update(empty, obs, None), obs_norm.update_if_empty(empty, obs, None)):
+        again = obs_norm.update_if_empty(stats, obs + 5.0, None)
+        for field in ("mean", "var", "count"):
+            np.testing.assert_array_equal(getattr(again, field), getattr(stats, field))
+
+
 def test_statistics_are_pooled_over_the_device_axis():
     """Each device folds in its own envs' observations; all end with the statistics of all."""
     obs = jnp.asarray(np.random.default_rng(0).normal(size=(4, 6, 2)), jnp.float32)  # 4 devices
@@ -73,12 +100,13 @@ def _trained_state(module, env_name: str, devices: int, **changes):
     (sac, "Pendulum-v1", dict(num_envs=8, rollout_steps=4, learning_starts=0, batch_size=16)),
 ])
 def test_agents_pool_statistics_over_all_envs_and_devices(module, env_name, changes):
-    """On 2 devices the statistics count every observation of every env on both devices (the
-    reset ones and those acted on): each device's share alone would be half."""
+    """On 2 devices the statistics count every observation acted on, of every env on both
+    devices, once (the first ones too, which start them): each device's share alone would be
+    half."""
     state, config = _trained_state(module, env_name, 2, **changes)
     stats = state.obs_stats
     acted = 2 * config.rollout_steps * config.num_envs  # 2 iterations
-    assert float(np.ravel(stats.count)[0]) == acted + config.num_envs
+    assert float(np.ravel(stats.count)[0]) == acted
     assert np.all(np.asarray(stats.var) > 0) and np.all(np.isfinite(np.asarray(stats.mean)))
 
 

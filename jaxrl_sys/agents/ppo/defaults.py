@@ -53,8 +53,8 @@ TUNED: tuple[Tuned, ...] = (
           dict(total_steps=1_000_000, num_envs=32, rollout_steps=128, update_epochs=10,
                num_minibatches=8, learning_rate=1e-3, gamma=0.98, reward_scale=0.1,
                normalize_obs=True, hidden=(64, 64)),
-          "greedy -142.2 ± 14.1 over 4 seeds at 1M steps (results/classic.md); the optimum "
-          "averages about -137 (docs/results-notes.md)"),
+          "16/16 seeds reach -200, greedy -150.9 mean final, worst seed -201.0, at 1M steps "
+          "(docs/notes/ppo.md); the optimum averages about -137 (docs/results-notes.md)"),
     Tuned("gymnasium:CartPole-v1",
           dict(num_envs=8, update_epochs=4, clip_value=True, reward_scale=0.1, ent_coef=0.01),
           "greedy: 16/16 seeds reach 475 and end at 500 under native/AVX/SSE4_2 "
