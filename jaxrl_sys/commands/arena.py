@@ -16,8 +16,7 @@ import json
 from pathlib import Path
 from typing import Optional, Sequence
 
-from jaxrl_sys.runtime.cli import Parser, UsageError, guarded, run_script
-from jaxrl_sys.runtime.waiting import catch_interrupts
+from jaxrl_sys.runtime.cli import Parser, UsageError, console_entry, guarded
 
 
 PERFECT_PLAYERS = {"TicTacToe-v0": "jaxrl_sys.envs.tictactoe:perfect_player"}
@@ -150,12 +149,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    USER_ERRORS + agents.USER_ERRORS + envs.USER_ERRORS)
 
 
-
 def entry() -> None:
-    """The `jaxrl-arena` console entry point: Ctrl-C is caught from the start, the exit code is
-    `main`'s."""
-    catch_interrupts()
-    run_script(main)
+    """The `jaxrl-arena` console entry point (exit code: `main`'s)."""
+    console_entry(main)
 
 
 if __name__ == "__main__":

@@ -19,18 +19,14 @@ curves beside it), so the tables there are generated, not typed.
 
 from __future__ import annotations
 
-from jaxrl_sys.runtime.cli import run_script  # imports no JAX
-from jaxrl_sys.runtime.waiting import catch_interrupts  # imports no JAX
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
 
-
-import argparse  # noqa: E402
-import os  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Optional, Sequence  # noqa: E402
-
-from jaxrl_sys.tools import benchmark as bm  # noqa: E402  (imports JAX lazily)
-from jaxrl_sys.runtime.cli import Parser, UsageError, guarded  # noqa: E402
+from jaxrl_sys.runtime.cli import Parser, UsageError, console_entry, guarded
+from jaxrl_sys.tools import benchmark as bm  # imports JAX lazily
 
 
 def registered_agents() -> list[str]:
@@ -144,12 +140,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    (UsageError, bm.BenchmarkError) + agents.USER_ERRORS + envs.USER_ERRORS)
 
 
-
 def entry() -> None:
-    """The `jaxrl-benchmark` console entry point: Ctrl-C is caught from the start, the exit code is
-    `main`'s."""
-    catch_interrupts()
-    run_script(main)
+    """The `jaxrl-benchmark` console entry point (exit code: `main`'s)."""
+    console_entry(main)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Optional, Sequence
 
-from jaxrl_sys.runtime.cli import Parser, UsageError, guarded, run_script
-from jaxrl_sys.runtime.waiting import catch_interrupts
+from jaxrl_sys.runtime.cli import Parser, UsageError, console_entry, guarded
 
 
 
@@ -151,12 +150,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    faults=(HostLoopError,))
 
 
-
 def entry() -> None:
-    """The `jaxrl-evaluate` console entry point: Ctrl-C is caught from the start, the exit code is
-    `main`'s."""
-    catch_interrupts()
-    run_script(main)
+    """The `jaxrl-evaluate` console entry point (exit code: `main`'s)."""
+    console_entry(main)
 
 
 if __name__ == "__main__":

@@ -12,9 +12,7 @@ import time
 
 PROCESS_START = time.perf_counter()
 
-from jaxrl_sys.runtime.cli import run_script  # noqa: E402  (imports no JAX)
-from jaxrl_sys.runtime.waiting import catch_interrupts  # noqa: E402  (imports no JAX)
-
+from jaxrl_sys.runtime.cli import console_entry  # noqa: E402  (imports no JAX)
 
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402
@@ -126,10 +124,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def entry() -> None:
-    """The `jaxrl-train` console entry point: Ctrl-C is caught from the start, the exit code is
-    `main`'s."""
-    catch_interrupts()
-    run_script(main)
+    """The `jaxrl-train` console entry point (exit code: `main`'s)."""
+    console_entry(main)
 
 
 if __name__ == "__main__":

@@ -141,7 +141,7 @@ class LearningPromise:
 
     `eval_episodes` > 0 judges the greedy policy, evaluated at the end of every
     `eval_every`-th chunk; 0 judges the mean return of the training episodes of each chunk.
-    `overrides` ("key=value" pairs) go on top of the shipped defaults; empty means none.
+    `overrides` ((field, value) pairs) go on top of the shipped defaults; empty means none.
     `test_seeds`: seeds 0..n-1 that tests/test_learning.py trains it on; 0 where a test of its
     own trains it (a slow case: the host loop, MuZero), which `note` names.
     """

@@ -62,3 +62,12 @@ def run_script(main: Callable[[], int]) -> NoReturn:
         print("interrupted", file=sys.stderr)
         code = 130
     leave(code)
+
+
+def console_entry(main: Callable[[], int]) -> NoReturn:
+    """A console entry point's body: Ctrl-C is caught from the start (before the heavy imports
+    in `main`, where Python could drop it), then `run_script(main)`."""
+    from jaxrl_sys.runtime.waiting import catch_interrupts
+
+    catch_interrupts()
+    run_script(main)

@@ -158,7 +158,7 @@ def run_entry(entry: Entry, module: Any, registry: Any, seeds: Sequence[int],
               num_devices: int = 1, on_chunk: Optional[Callable[[int, int], None]] = None
               ) -> Row:
     """Train one entry over `seeds` (vmapped) with greedy evaluation at every chunk end."""
-    case = lc.LearningCase(entry.agent, entry.env, math.nan, eval_episodes=EVAL_EPISODES,
+    case = lc.LearningCase(entry.env, math.nan, agent=entry.agent, eval_episodes=EVAL_EPISODES,
                            overrides=(("total_steps", entry.total_steps),), chunks=CHUNKS)
     result = lc.run_case(case, module, registry, seeds, num_devices=num_devices,
                          on_chunk=on_chunk)

@@ -44,26 +44,15 @@ COLLAPSE_TOLERANCE = 0.05
 
 
 @dataclasses.dataclass(frozen=True)
-class LearningCase:
+class LearningCase(LearningPromise):
     """One promised (agent, env) pair, as its learning test trains it: an agent's
-    `LearningPromise` (see `jaxrl_sys.core.types`) with the agent's name.
-
-    `overrides` are applied on top of the agent's `default_config(env)`; empty means the
-    shipped defaults. `eval_episodes` > 0 judges the greedy policy, evaluated at the end of
-    every `eval_every`-th chunk (host loop only; on device: every chunk) and of the last; 0
-    judges the mean return of the training episodes finished in each chunk.
-    `chunks` matches `jaxrl-train`'s default, so a case trains what the user's command trains.
+    `LearningPromise` (see `jaxrl_sys.core.types`: env, threshold, how it is judged) with the
+    agent's name. Its config is the agent's `default_config(env)` with the promise's
+    `overrides`; `chunks` matches `jaxrl-train`'s default, so a case trains what the user's
+    command trains.
     """
 
-    agent: str
-    env: str
-    threshold: float
-    eval_episodes: int = 32
-    eval_every: int = 1
-    overrides: tuple[tuple[str, Any], ...] = ()
-    chunks: int = 20
-    note: str = ""
-    test_seeds: int = 4
+    agent: str = dataclasses.field(kw_only=True)
 
     @property
     def name(self) -> str:
@@ -72,7 +61,7 @@ class LearningCase:
 
 def cases(promises: Mapping[str, Sequence[LearningPromise]]) -> tuple[LearningCase, ...]:
     """Every case of the agents' promises (`jaxrl_sys.agents.promises()`), in agent order."""
-    return tuple(LearningCase(agent, **dataclasses.asdict(promise))
+    return tuple(LearningCase(**dataclasses.asdict(promise), agent=agent)
                  for agent, of_agent in promises.items() for promise in of_agent)
 
 
