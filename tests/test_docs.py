@@ -97,3 +97,12 @@ def test_the_site_builds_with_every_warning_an_error(tmp_path):
                           env={**os.environ, "NO_MKDOCS_2_WARNING": "1"}, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "site" / "reference" / "losses" / "index.html").is_file()
+
+
+def test_every_script_is_named_in_the_readme_or_the_docs():
+    """A user browsing scripts/ finds each one explained somewhere."""
+    text = README.read_text(encoding="utf-8") + "".join(
+        page.read_text(encoding="utf-8") for page in DOCS.rglob("*.md"))
+    unnamed = [p.name for p in sorted((ROOT / "scripts").glob("*.py"))
+               if f"scripts/{p.name}" not in text]
+    assert unnamed == []
