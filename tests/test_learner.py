@@ -31,3 +31,15 @@ def test_warm_up_skips_the_learner_and_gives_nan_metrics():
 
 def test_ready_gives_the_learner_step():
     assert _gate(True) == (5.0, 6, 6.0, 1)
+
+
+def test_the_exact_linear_schedule_hits_both_ends_under_jit():
+    import jax
+    import numpy as np
+
+    from jaxrl_sys.core.learner import exact_linear_schedule
+
+    schedule = jax.jit(exact_linear_schedule(3e-3, 3e-3 * 0.1, 4656))
+    assert float(schedule(0)) == np.float32(3e-3)
+    assert float(schedule(4656)) == np.float32(3e-4) == float(schedule(10**6))
+    assert abs(float(schedule(2328)) - 1.65e-3) < 1e-9

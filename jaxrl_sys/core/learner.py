@@ -28,6 +28,19 @@ def learning_rate(
     return optax.linear_schedule(initial, final_fraction * initial, num_updates)
 
 
+def exact_linear_schedule(first: float, final: float, last_step: int) -> optax.Schedule:
+    """The rate by update count: `first` at count 0, `final` at `last_step` and after, linear
+    between. Both ends are exact under jit, where XLA turns optax.linear_schedule's division
+    into a multiplication by the reciprocal and misses the end value in the last bits."""
+    last = max(1, last_step)
+
+    def schedule(count: jax.Array) -> jax.Array:
+        progress = jnp.clip(count / last, 0.0, 1.0)
+        return jnp.where(count >= last, final, first + progress * (final - first))
+
+    return schedule
+
+
 def local_batch_size(batch_size: int, axis_name: Optional[str]) -> int:
     """This device's share of a global batch (inside the mapped body); it must divide evenly."""
     devices = collectives.axis_size(axis_name)

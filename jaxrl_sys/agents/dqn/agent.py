@@ -25,8 +25,8 @@ from jaxrl_sys.agents.dqn.losses import Batch
 from jaxrl_sys.agents.dqn.networks import QNetwork, build_network
 from jaxrl_sys.core import collectives, obs_norm, replay
 from jaxrl_sys.core.learner import (
-    TargetNetState, device_key, gradient_step, init_target_net_state, learn_after_warmup,
-    local_batch_size, priority_beta, replay_updates,
+    TargetNetState, device_key, exact_linear_schedule, gradient_step, init_target_net_state,
+    learn_after_warmup, local_batch_size, priority_beta, replay_updates,
 )
 from jaxrl_sys.core.networks import scan_unroll
 from jaxrl_sys.core.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
@@ -73,14 +73,9 @@ def learning_rate_schedule(config: Config) -> float | optax.Schedule:
     `anneal_lr`). Both ends are exact under jit, where XLA turns division into multiplication."""
     if not config.anneal_lr:
         return config.learning_rate
-    first, final = config.learning_rate, config.learning_rate * config.final_lr_fraction
-    last = max(1, learner_steps(config) - 1)
-
-    def schedule(count: jax.Array) -> jax.Array:
-        progress = jnp.clip(count / last, 0.0, 1.0)
-        return jnp.where(count >= last, final, first + progress * (final - first))
-
-    return schedule
+    return exact_linear_schedule(config.learning_rate,
+                                 config.learning_rate * config.final_lr_fraction,
+                                 learner_steps(config) - 1)
 
 
 def build_optimizer(config: Config) -> optax.GradientTransformation:
