@@ -4,6 +4,7 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
+import mctx
 import numpy as np
 import optax
 import pytest
@@ -159,7 +160,7 @@ def test_rule_heads_make_predicted_ends_absorbing_and_predicted_illegal_moves_un
     obs = jax.random.bernoulli(jax.random.PRNGKey(1), 0.3, (5, *env.spec.obs_shape))
     latent = agent.network.apply(params, obs.astype(jnp.float32),
                                  method=muzero.MuZeroNetwork.represent)
-    root = muzero.TreeNode(latent, jnp.zeros(5, bool))
+    root = muzero.TreeNode.root(latent, 5)
     action = jnp.arange(5)
     step = jax.jit(agent.recurrent_fn)
     key = jax.random.PRNGKey(2)
@@ -173,6 +174,7 @@ def test_rule_heads_make_predicted_ends_absorbing_and_predicted_illegal_moves_un
     assert np.all(prior[:, :4] == muzero.NO_PRIOR) and np.all(prior[:, 4:] > -100)
     below, grandchild = step(ends, key, action, child)  # below the end: nothing happens
     assert np.all(np.asarray(below.reward) == 0) and np.all(np.asarray(below.value) == 0)
+    np.testing.assert_array_equal(np.asarray(below.discount), 1.0)  # the end's value, kept
     assert np.all(np.asarray(grandchild.ended))
 
     goes_on = _force_rule_heads(params, -50.0, jnp.full(9, 50.0))
@@ -180,6 +182,67 @@ def test_rule_heads_make_predicted_ends_absorbing_and_predicted_illegal_moves_un
     assert not np.any(np.asarray(child.ended))
     np.testing.assert_array_equal(np.asarray(out.discount), -1.0)  # the opponent moves next
     assert np.all(np.asarray(out.prior_logits) > -100)
+
+
+def bounded_tic_tac_toe(max_steps: int):
+    """pgx's tic-tac-toe truncated after `max_steps` moves (a small step bound)."""
+    from jaxrl_sys.envs.pgx_env import PgxEnv
+
+    env = PgxEnv("tic_tac_toe")
+    env.spec = dataclasses.replace(env.spec, max_episode_steps=max_steps)
+    return env
+
+
+def test_alphazero_tree_ends_a_branch_at_the_step_bound():
+    """A move that crosses the env's step bound ends the branch with the network's value of
+    the position reached (not the auto-reset game's), and revisits below it keep that value."""
+    env = bounded_tic_tac_toe(2)
+    config = dataclasses.replace(muzero.default_config("pgx:tic_tac_toe"), model="env",
+                                 hidden=(32,), num_simulations=48, search="muzero")
+    agent = muzero.make(env, config, axis_name=None)
+    params = agent.init(jax.random.PRNGKey(0)).params
+    head = params["params"]["value_head"]["Dense_0"]
+    params = {"params": {**params["params"],  # values far from 0, different per position
+                         "value_head": {"Dense_0": {**head, "kernel": head["kernel"] * 300}}}}
+    value_support, _ = muzero.supports(config)
+    batch = 4
+    _, fresh = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(1), batch))
+    _, state, *_ = jax.vmap(env.step)(jax.random.split(jax.random.PRNGKey(2), batch), fresh,
+                                      jnp.arange(batch))  # one move made: one left
+    action, key = jnp.full(batch, 8), jax.random.PRNGKey(3)
+    out, child = jax.jit(agent.recurrent_fn)(params, key, action, muzero.TreeNode.root(state,
+                                                                                      batch))
+    _, _, _, _, truncated, info = jax.vmap(env.step)(jax.random.split(key, batch), state, action)
+    reached = muzero.observation_values(agent.network, value_support, params,
+                                        info["final_observation"])
+    assert np.all(np.asarray(truncated)) and np.all(np.asarray(child.ended))
+    np.testing.assert_allclose(np.asarray(out.value), np.asarray(reached), rtol=1e-5)
+    assert np.abs(np.asarray(reached)).min() > 0.05
+    np.testing.assert_array_equal(np.asarray(out.discount), -config.gamma)
+    below, _ = jax.jit(agent.recurrent_fn)(params, key, action, child)
+    assert np.all(np.asarray(below.reward) == 0) and np.all(np.asarray(below.discount) == 1)
+    np.testing.assert_array_equal(np.asarray(below.value), np.asarray(out.value))
+
+    # a whole search one move before the bound: every child keeps its end value however
+    # often it is revisited (48 simulations over 8 moves)
+    legal = jax.vmap(env.legal_actions)(state)
+    latent = agent.network.apply(params, jax.vmap(lambda s: s.game.observation)(state)
+                                 .astype(jnp.float32), method=muzero.MuZeroNetwork.represent)
+    prior, value, _ = muzero.predict_scalar(agent.network, value_support, params, latent)
+    root = mctx.RootFnOutput(prior_logits=prior, value=value,
+                             embedding=muzero.TreeNode.root(state, batch))
+    tree = jax.jit(lambda k: mctx.muzero_policy(
+        params, k, root, agent.recurrent_fn, 48, invalid_actions=~legal,
+        temperature=0.0))(jax.random.PRNGKey(4)).search_tree
+    for move in range(9):
+        node = np.asarray(tree.children_index[:, 0, move])
+        visited = (node >= 0) & np.asarray(legal[:, move])
+        step_out, _ = agent.recurrent_fn(params, jax.random.PRNGKey(0), jnp.full(batch, move),
+                                         muzero.TreeNode.root(state, batch))
+        values = np.asarray(tree.node_values)[np.arange(batch), np.maximum(node, 0)]
+        np.testing.assert_allclose(values[visited], np.asarray(step_out.value)[visited],
+                                   rtol=1e-5, atol=1e-6)
+    assert int(np.asarray(tree.children_visits[:, 0]).max()) > 1  # children were revisited
 
 
 def test_image_observations_get_the_residual_conv_torso():

@@ -202,3 +202,36 @@ def test_value_targets_come_from_the_target_network():
 
 def test_later_unroll_steps_weigh_one_over_k():
     np.testing.assert_allclose(muzero.unroll_step_weights(4), [1.0, 0.25, 0.25, 0.25, 0.25])
+
+
+def unrolled_value_grads(unroll_steps: int, scale: float, step: int):
+    """Gradients of the summed value logits at unroll step `step` of a small CartPole model
+    unrolled `unroll_steps` steps with the latent's gradient scaled by `scale`."""
+    env = envs.make("CartPole-v1")
+    config = dataclasses.replace(muzero.Config(), unroll_steps=unroll_steps, latent_dim=8,
+                                 hidden=(16,), support_bins=11)
+    network = muzero.build_network(env.spec, config)
+    params = muzero.init(jax.random.PRNGKey(0), env.spec, config).params
+    obs = jax.random.normal(jax.random.PRNGKey(1), (3, 4))
+    actions = jax.random.randint(jax.random.PRNGKey(2), (3, unroll_steps), 0, 2)
+
+    def value_at_step(params):
+        unrolled = muzero.unroll_model(network, params, obs, actions, scale)
+        return jnp.sum(unrolled.value[:, step] * jnp.arange(11.0))
+
+    return jax.grad(value_at_step)(params)["params"]
+
+
+def test_each_unroll_step_trains_the_dynamics_at_full_strength():
+    """The paper's gradient scaling: a step's own prediction reaches the dynamics unscaled
+    (K=1), and only what flows back through the latent passed on to the next dynamics step
+    is scaled (K=2: the representation gets exactly half of step 2's gradient)."""
+    scaled, unscaled = unrolled_value_grads(1, 0.5, 1), unrolled_value_grads(1, 1.0, 1)
+    for part in ("dynamics_mlp", "next_latent"):
+        jax.tree.map(np.testing.assert_array_equal, scaled[part], unscaled[part])
+        assert max(float(jnp.abs(g).max()) for g in jax.tree.leaves(scaled[part])) > 0
+    scaled, unscaled = unrolled_value_grads(2, 0.5, 2), unrolled_value_grads(2, 1.0, 2)
+    for part in ("torso", "to_latent"):
+        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, 0.5 * b, rtol=1e-6, atol=1e-9),
+                     scaled[part], unscaled[part])
+        assert max(float(jnp.abs(g).max()) for g in jax.tree.leaves(scaled[part])) > 0

@@ -46,8 +46,11 @@ def unroll_step_weights(unroll_steps: int) -> np.ndarray:
 def unroll_model(network: MuZeroNetwork, params, first_obs: jax.Array, actions: jax.Array,
                  dynamics_grad_scale: float) -> Unroll:
     """The model's predictions along sequences from first observations [B, ...] and moves
-    [B, K]: step 0 from the representation, steps 1..K from the learned dynamics (each
-    latent's gradient scaled by `dynamics_grad_scale` on its way back)."""
+    [B, K]: step 0 from the representation, steps 1..K from the learned dynamics.
+
+    As in the paper's `update_weights`, each step's own predictions reach the dynamics at
+    full strength; only the gradient flowing back from later steps through the latent passed
+    on to the next dynamics step is scaled by `dynamics_grad_scale`."""
     latent = network.apply(params, first_obs, method=MuZeroNetwork.represent)
     first = network.apply(params, latent, method=MuZeroNetwork.predict)
 
@@ -56,9 +59,8 @@ def unroll_model(network: MuZeroNetwork, params, first_obs: jax.Array, actions: 
         latent, reward_logits, end_logit = network.apply(
             params, latent, action, method=MuZeroNetwork.dynamics
         )
-        latent = scale_gradient(latent, dynamics_grad_scale)
         later = network.apply(params, latent, method=MuZeroNetwork.predict)
-        return latent, (reward_logits, end_logit, later)
+        return scale_gradient(latent, dynamics_grad_scale), (reward_logits, end_logit, later)
 
     _, (reward_logits, end_logits, later) = jax.lax.scan(unroll, latent, actions.T)
     # [B, K+1, .]: step 0 from the representation, steps 1..K from the dynamics

@@ -30,11 +30,18 @@ NO_PRIOR = -1e9  # prior logit of an illegal move inside the tree
 @struct.dataclass
 class TreeNode:
     """A node of a search that knows where episodes end: the real env's state
-    (`model="env"`) or a latent state (learned model with rule heads), and whether an
-    episode ended on the way from the root (terminal states are absorbing in the tree)."""
+    (`model="env"`) or a latent state (learned model with rule heads), whether an episode
+    ended on the way from the root, and the value every step below that end carries: 0
+    after a termination, the network's value of the position reached at a truncation."""
 
     state: PyTree
     ended: jax.Array  # bool [B]
+    end_value: jax.Array  # float [B]
+
+    @classmethod
+    def root(cls, state: PyTree, batch: int) -> "TreeNode":
+        """Root nodes [B]: no episode has ended yet."""
+        return cls(state, jnp.zeros(batch, bool), jnp.zeros(batch, jnp.float32))
 
 
 class SearchOutput(NamedTuple):
@@ -46,17 +53,24 @@ class SearchOutput(NamedTuple):
     value: jax.Array
 
 
-def absorbing_output(node_ended: jax.Array, ended: jax.Array, reward: jax.Array,
-                     policy_logits: jax.Array, value: jax.Array, legal: jax.Array,
-                     discount: float) -> mctx.RecurrentFnOutput:
-    """The tree's view of one step [B] that knows the rules: below a terminal state every
-    step gives reward 0, value 0 and discount 0; illegal moves ([B, A] mask) get no prior."""
-    return mctx.RecurrentFnOutput(
-        reward=jnp.where(node_ended, 0.0, reward),
-        discount=jnp.where(ended, 0.0, discount),
+def absorbing_output(node: TreeNode, terminated: jax.Array, truncated: jax.Array,
+                     reward: jax.Array, policy_logits: jax.Array, value: jax.Array,
+                     legal: jax.Array, discount: float
+                     ) -> tuple[mctx.RecurrentFnOutput, jax.Array, jax.Array]:
+    """The tree's view of one step [B] that knows the rules, and the next nodes' `ended` and
+    `end_value` [B]. A terminal step has value 0 and discount 0. A step that crosses the
+    env's step bound (`truncated`) ends the branch there, valued by the network at the
+    position reached. Below an ended node every step gives reward 0, discount 1 and the
+    node's end value, so revisits keep it. Illegal moves ([B, A] mask) get no prior."""
+    terminated = terminated & ~node.ended
+    value = jnp.where(node.ended, node.end_value, jnp.where(terminated, 0.0, value))
+    output = mctx.RecurrentFnOutput(
+        reward=jnp.where(node.ended, 0.0, reward),
+        discount=jnp.where(node.ended, 1.0, jnp.where(terminated, 0.0, discount)),
         prior_logits=jnp.where(legal, policy_logits, NO_PRIOR),
-        value=jnp.where(ended, 0.0, value),
+        value=value,
     )
+    return output, node.ended | terminated | truncated, value
 
 
 def learned_recurrent_fn(params, key: jax.Array, action: jax.Array, latent: jax.Array, *,
@@ -91,27 +105,29 @@ def ruled_recurrent_fn(params, key: jax.Array, action: jax.Array, node: TreeNode
     )
     policy_logits, value, legal_logits = predict_scalar(network, value_support, params,
                                                         next_latent)
-    ended = node.ended | (end_logit > 0)
     reward = logits_to_scalar(reward_logits, reward_support)
-    output = absorbing_output(node.ended, ended, reward, policy_logits, value,
-                              legal_logits > 0, discount)
-    return output, TreeNode(next_latent, ended)
+    output, ended, end_value = absorbing_output(
+        node, end_logit > 0, jnp.zeros_like(node.ended), reward, policy_logits, value,
+        legal_logits > 0, discount)
+    return output, TreeNode(next_latent, ended, end_value)
 
 
 def env_recurrent_fn(params, key: jax.Array, action: jax.Array, node: TreeNode, *,
                      env: Env, network: MuZeroNetwork, value_support: Support,
                      discount: float) -> tuple[mctx.RecurrentFnOutput, TreeNode]:
     """One step of the real env from nodes [B] (AlphaZero): the network only predicts prior
-    and value. Terminal states are absorbing, so the env's auto-reset inside the tree
-    changes nothing."""
+    and value, at the position reached (the env's final observation, not the auto-reset
+    game's). Terminal and truncated positions end the branch, so the env's auto-reset inside
+    the tree changes nothing."""
     keys = jax.random.split(key, action.shape[0])
-    obs, state, reward, terminated, _, _ = jax.vmap(env.step)(keys, node.state, action)
-    ended = node.ended | terminated
-    latent = network.apply(params, obs, method=MuZeroNetwork.represent)
+    _, state, reward, terminated, truncated, info = jax.vmap(env.step)(keys, node.state,
+                                                                      action)
+    latent = network.apply(params, info["final_observation"], method=MuZeroNetwork.represent)
     policy_logits, value, _ = predict_scalar(network, value_support, params, latent)
-    output = absorbing_output(node.ended, ended, reward, policy_logits, value,
-                              legal_actions(env, state), discount)
-    return output, TreeNode(state, ended)
+    output, ended, end_value = absorbing_output(
+        node, terminated, truncated, reward, policy_logits, value, legal_actions(env, state),
+        discount)
+    return output, TreeNode(state, ended, end_value)
 
 
 def bind_recurrent_fn(env: Env, network: MuZeroNetwork, config: Config, value_support: Support,
@@ -148,13 +164,12 @@ def run_search(params, obs: jax.Array, legal: jax.Array, key: jax.Array,
     """
     latent = network.apply(params, obs, method=MuZeroNetwork.represent)
     policy_logits, value, _ = predict_scalar(network, value_support, params, latent)
-    not_ended = jnp.zeros(obs.shape[0], bool)
     if config.model == "env":
         if env_state is None:
             raise ValueError("model='env' searches from env states: pass env_state")
-        embedding = TreeNode(env_state, not_ended)
+        embedding = TreeNode.root(env_state, obs.shape[0])
     elif config.learns_rules:
-        embedding = TreeNode(latent, not_ended)
+        embedding = TreeNode.root(latent, obs.shape[0])
     else:
         embedding = latent
     root = mctx.RootFnOutput(prior_logits=policy_logits, value=value, embedding=embedding)
