@@ -50,3 +50,38 @@ def test_mcts_beats_random_play_at_connect_four():
                                         arena.random_player, None, k, jnp.arange(games)))
     results = np.asarray(play(jax.random.PRNGKey(0)))
     assert np.mean(results > 0) > 0.8
+
+
+def first_legal_move(params, obs, key, legal, env_state=None):
+    """A deterministic player: the lowest-numbered legal move."""
+    return jnp.argmax(legal, axis=-1).astype(jnp.int32)
+
+
+def test_training_evaluates_a_game_against_an_opponent_in_both_seats():
+    """Greedy self-play would repeat one game; evaluation plays a random opponent (the
+    default), the agent opening the games of even ids, and reports its results."""
+    from jaxrl_sys.core.evaluation import evaluate
+
+    env = envs.make_eval("pgx:tic_tac_toe")
+    assert env.opponent_name == "random" and env.spec.num_players == 2
+    results, lengths = jax.jit(lambda k: evaluate(env, first_legal_move, None, k,
+                                                  jnp.arange(64)))(jax.random.PRNGKey(0))
+    results, lengths = np.asarray(results), np.asarray(lengths)
+    assert set(np.unique(results)) <= {-1.0, 0.0, 1.0} and len(np.unique(results)) >= 2
+    assert np.all((lengths >= 5) & (lengths <= 9))
+    # opening, the same deterministic player wins in 7 plies against most random replies
+    assert (results[0::2] > 0).mean() > (results[1::2] > 0).mean()
+
+
+def test_an_evaluation_opponent_is_chosen_by_name():
+    from jaxrl_sys.core.evaluation import evaluate
+
+    perfect = envs.make_eval("TicTacToe-v0", against="perfect")
+    assert perfect.spec.num_players == 2 and perfect.opponent_name == "perfect"
+    results, _ = evaluate(perfect, first_legal_move, None, jax.random.PRNGKey(1),
+                          jnp.arange(16))
+    assert np.all(np.asarray(results) <= 0) and np.any(np.asarray(results) < 0)
+    assert envs.make_eval("pgx:connect_four", against="mcts:8").opponent_name == "mcts:8"
+    assert envs.make_eval("TicTacToe-v0").spec.num_players == 1  # its own variant, as before
+    with pytest.raises(envs.EnvParamError, match="two-player game"):
+        envs.make_eval("CartPole-v1", against="random")

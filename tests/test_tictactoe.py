@@ -352,6 +352,9 @@ def test_make_eval_uses_the_perfect_opponent():
     assert env.unwrapped.opponent == "perfect" and env.unwrapped.agent_player == 1
     assert env.spec.num_players == 1 and env.spec.max_episode_steps == 5
     assert envs.make_eval("TicTacToe-v0", opponent="random").unwrapped.opponent == "perfect"
+    # a training env against a fixed opponent is evaluated against its perfect player too;
+    # a named evaluation opponent plays the self-play game instead
+    assert envs.make_eval("TicTacToe-v0", against="random").opponent_name == "random"
 
 
 class _Plain:

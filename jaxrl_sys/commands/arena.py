@@ -19,9 +19,6 @@ from typing import Optional, Sequence
 from jaxrl_sys.runtime.cli import Parser, UsageError, console_entry, guarded
 
 
-PERFECT_PLAYERS = {"TicTacToe-v0": "jaxrl_sys.envs.tictactoe:perfect_player"}
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("run_dir", help="a run directory of a two-player game (scripts/train.py)")
@@ -85,21 +82,13 @@ def first_seed_state(saved, chunk: Optional[int]):
 def opponent_policy(name: str, saved):
     """(policy, params or a restore function) of a named opponent for the run's game; refuses
     an opponent the game does not have before anything is restored."""
-    import importlib
+    from jaxrl_sys.envs import opponents
 
-    from jaxrl_sys.tools import arena
-
-    if name == "random":
-        return arena.random_player, None
-    if name.startswith("mcts:"):
-        return arena.mcts_player(saved.env, int(name[len("mcts:"):])), None
-    if name == "perfect":
-        env_name = saved.resolved.env_name
-        if env_name not in PERFECT_PLAYERS:
-            raise UsageError(f"no perfect player for {env_name} (only "
-                             f"{', '.join(PERFECT_PLAYERS)})")
-        module, attr = PERFECT_PLAYERS[env_name].split(":")
-        return getattr(importlib.import_module(module), attr)(saved.env), None
+    if not Path(name).is_dir():
+        try:
+            return opponents.opponent_policy(saved.resolved.env_name, saved.env, name), None
+        except opponents.EnvParamError as error:
+            raise UsageError(str(error)) from None
     other = open_game_run(name)
     if other.resolved.env_name != saved.resolved.env_name:
         raise UsageError(f"{name} plays {other.resolved.env_name}, not "

@@ -58,7 +58,7 @@ def evaluate_run(args: argparse.Namespace) -> int:
     from jaxrl_sys.envs.render import make_renderer, write_gif
     from jaxrl_sys.core.evaluation import evaluate
 
-    eval_env = envs.make_eval(resolved.env_name, **resolved.env_kwargs)
+    eval_env = resolved.make_eval_env(envs)
     renderer = make_renderer(resolved.env_name, eval_env) if args.render else None
     policy = resolved.module.greedy_action(saved.agent)
     episode_ids = jnp.arange(args.episodes)

@@ -39,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-episodes", type=int, default=None,
                    help="greedy evaluation episodes at the end of every chunk (default: the "
                         "agent's; 0 turns it off). When on, 'solved' means the greedy return")
+    p.add_argument("--eval-opponent", default=None, metavar="OPPONENT",
+                   help="two-player games: who greedy evaluation plays, in both seats: random "
+                        "(default; tic-tac-toe: perfect), perfect or mcts:N")
     p.add_argument("--target-return", type=float, default=None,
                    help="stop once the mean return over seeds reaches this value")
     p.add_argument("--run-root", default=d.run_root, help="directory that holds run directories")
@@ -89,7 +92,8 @@ def spec_of(args: argparse.Namespace):
     return RunSpec(
         agent=args.agent, env=args.env, overrides=tuple(args.overrides),
         total_steps=args.total_steps, devices=args.devices, seeds=args.seeds, seed=args.seed,
-        chunks=args.chunks, eval_episodes=args.eval_episodes, target_return=args.target_return,
+        chunks=args.chunks, eval_episodes=args.eval_episodes, eval_opponent=args.eval_opponent,
+        target_return=args.target_return,
         run_root=args.run_root, progress=not args.no_progress, wandb=args.wandb,
         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints,
         save_replay=not args.no_save_replay, staleness=args.staleness,

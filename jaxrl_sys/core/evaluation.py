@@ -1,4 +1,8 @@
-"""Greedy evaluation on device: run N episodes in parallel, one per env, and return them."""
+"""Greedy evaluation on device: run N episodes in parallel, one per env, and return them.
+
+A two-player self-play game evaluated against an opponent (an env with an `opponent`
+policy attached, `envs.opponents.AgainstOpponent`) is played in both seats instead, and its
+returns are the agent's results (+1 win, 0 draw, -1 loss)."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
+from jaxrl_sys.core import two_player
 from jaxrl_sys.core.rollout import legal_actions, reset_envs, step_envs
 from jaxrl_sys.core.types import Env
 
@@ -24,7 +29,13 @@ def evaluate(
     statistics (envs.make does by default). Runs `max_episode_steps` steps, so every env's
     first episode ends (by termination or by the time limit). Episodes are keyed by id, so
     splitting the ids over devices gives the same episodes. Jittable and vmappable.
+
+    An env with an `opponent` attached (a two-player game): `policy` plays it, opening the
+    games of even ids; returns are results (+1/0/-1) and lengths count both sides' moves.
     """
+    opponent = getattr(env, "opponent", None)
+    if opponent is not None:
+        return two_player.play_episodes(env, policy, params, opponent, None, key, episode_ids)
     num_episodes = episode_ids.shape[0]
     reset_key, run_key = jax.random.split(key)
     state = reset_envs(env, reset_key, episode_ids)

@@ -23,6 +23,7 @@ _NAMES = {
     "make_eval": "jaxrl_sys.envs.registry",
     "make_host": "jaxrl_sys.envs.registry",
     "names": "jaxrl_sys.envs.registry",
+    "check_opponent": "jaxrl_sys.envs.registry",
     "num_players": "jaxrl_sys.envs.registry",
     "register": "jaxrl_sys.envs.registry",
     "reward_threshold": "jaxrl_sys.envs.registry",

@@ -198,12 +198,31 @@ def make_host(name: str, **params: Any):
     return gymnasium_env.make(env_id, **params)
 
 
-def make_eval(name: str, **params: Any) -> Env:
-    """Build the evaluation variant of env `name`: `make` with its registered eval params on top.
+def make_eval(name: str, against: Optional[str] = None, **params: Any) -> Env:
+    """Build the evaluation variant of env `name`.
 
-    For a self-play board game this fixes a strong opponent; for every other env it is `make`.
+    A two-player self-play game is evaluated against an opponent in both seats (see
+    `envs.opponents`): `opponent` (`random`, `perfect` or `mcts:N`), else the env's own
+    evaluation variant where one is registered (tic-tac-toe against its perfect player), else
+    a random player. Every other env: `make` with its registered eval params on top.
     """
-    return make(name, **{**params, **_EVAL_PARAMS.get(name, {})})
+    from jaxrl_sys.envs import opponents
+
+    if against is None:
+        env = make(name, **{**params, **_EVAL_PARAMS.get(name, {})})
+        if env.spec.num_players != 2:
+            return env
+        return opponents.against(name, env, opponents.DEFAULT_OPPONENT)
+    opponents.check_opponent(name, against, num_players(name, **params))
+    return opponents.against(name, make(name, **params), against)
+
+
+def check_opponent(name: str, opponent: str, **params: Any) -> None:
+    """One-line EnvParamError unless `opponent` can evaluate env `name` with `params`; builds
+    nothing (see `make_eval`)."""
+    from jaxrl_sys.envs import opponents
+
+    opponents.check_opponent(name, opponent, num_players(name, **params))
 
 
 def _make_gymnax(name: str, params: dict[str, Any]) -> Env:

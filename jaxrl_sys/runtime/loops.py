@@ -64,7 +64,7 @@ class DeviceLoop:
             from jaxrl_sys.core.evaluation import make_eval_fn
 
             # the env's evaluation variant: the same game, e.g. against a perfect opponent
-            eval_env = registry.make_eval(resolved.env_name, **resolved.env_kwargs)
+            eval_env = resolved.make_eval_env(registry)
             eval_fn = make_eval_fn(eval_env, module.greedy_action(agent))
         self.runner = place(
             *placement_fns(agent), num_envs=config.num_envs, num_devices=spec.devices,
@@ -120,7 +120,7 @@ class DeviceLoop:
 
         from jaxrl_sys.core.evaluation import make_eval_fn
 
-        eval_env = self.registry.make_eval(self.resolved.env_name, **self.resolved.env_kwargs)
+        eval_env = self.resolved.make_eval_env(self.registry)
         eval_fn = make_eval_fn(eval_env, self.resolved.module.greedy_action(self.agent))
         ids = jnp.arange(FINAL_EVAL_EPISODES, dtype=jnp.int32)
 

@@ -40,6 +40,9 @@ class RunSpec:
     # budget, evaluation and logging
     chunks: int = 20  # log points (compiled calls) per run
     eval_episodes: Optional[int] = None  # greedy episodes per chunk; None: the agent's default
+    # two-player games: who greedy evaluation plays against (random, perfect, mcts:N);
+    # None: the env's default (envs.make_eval)
+    eval_opponent: Optional[str] = None
     target_return: Optional[float] = None  # stop once the mean return reaches it
     run_root: str = "runs"
     progress: bool = True
@@ -113,7 +116,9 @@ class EnvRegistry(Protocol):
 
     def make_host(self, name: str, **params: Any) -> Any: ...
 
-    def make_eval(self, name: str, **params: Any) -> Any: ...
+    def make_eval(self, name: str, against: Optional[str] = None, **params: Any) -> Any: ...
+
+    def check_opponent(self, name: str, opponent: str, **params: Any) -> None: ...
 
     def reward_threshold(self, name: str) -> Optional[float]: ...
 
@@ -142,6 +147,12 @@ class ResolvedRun:
         env = registry.make(self.env_name, **self.env_kwargs)
         return env, self.module.make(env, self.config)
 
+    def make_eval_env(self, registry: EnvRegistry) -> Any:
+        """The env greedy evaluation plays: the training env's evaluation variant, against
+        the spec's opponent in a two-player game."""
+        return registry.make_eval(self.env_name, against=self.spec.eval_opponent,
+                                  **self.env_kwargs)
+
 
 def resolve(spec: RunSpec, load_agent: Callable[[str], AgentDef],
             registry: EnvRegistry, saved_run: Optional[Union[str, Path]] = None) -> ResolvedRun:
@@ -169,6 +180,8 @@ def resolve(spec: RunSpec, load_agent: Callable[[str], AgentDef],
         config = apply_overrides(config, agent_pairs)
     config.validate()
     host = registry.is_host_env(env_name)
+    if spec.eval_opponent is not None and not host:
+        registry.check_opponent(env_name, spec.eval_opponent, **env_kwargs)
     if spec.eval_episodes is not None:
         eval_episodes = spec.eval_episodes
     else:
@@ -191,6 +204,8 @@ def _check_host(spec: RunSpec, module: AgentDef, config: Any) -> None:
     if spec.devices != 1 or spec.seeds != 1:
         raise UsageError("host-loop envs (gymnasium:, envpool:) run one seed on one device "
                          "through the host loop; use --devices 1 --seeds 1")
+    if spec.eval_opponent is not None:
+        raise UsageError("--eval-opponent is for two-player games on device, not host-loop envs")
     if spec.eval_episodes:
         raise UsageError("--eval-episodes is not available for host-loop envs; training "
                          "returns are reported")

@@ -431,8 +431,7 @@ def group_runner(group: Group, plan: Plan, resolved: ResolvedRun, registry: EnvR
     settings = {key: np.repeat(np.asarray([plan.settings[m][key] for m in group.members],
                                           np.float32), num_seeds)
                 for key in group.traced}
-    eval_env = (registry.make_eval(resolved.env_name, **resolved.env_kwargs)
-                if resolved.eval_episodes else None)
+    eval_env = resolved.make_eval_env(registry) if resolved.eval_episodes else None
 
     def build(row_settings: dict) -> tuple:
         agent = module.make(env, dataclasses.replace(config, **row_settings))
