@@ -2,7 +2,9 @@
 
 Two devices are given identical shards (the same envs, env ids and replay rows) and the same
 replicated parameters and key. Whatever still differs between the shards after a few train
-steps can only come from randomness that is folded with the device index.
+steps can only come from randomness that is folded with the device index. MuZero's search
+noise follows each env's global id instead (so a run does not depend on the device count):
+shards that differ only in their env ids search differently.
 """
 
 import dataclasses
@@ -20,12 +22,16 @@ DEVICES = 2
 LOCAL_ENVS = 4
 
 
-def run_identical_shards(agent, steps: int):
-    """`steps` train steps on 2 devices whose env shards start identical; leaves [2, ...]."""
+def run_identical_shards(agent, steps: int, own_ids: bool = False):
+    """`steps` train steps on 2 devices whose env shards start identical; leaves [2, ...].
+    `own_ids`: each shard then carries its own global env ids (and nothing else differs)."""
     state = agent.init(jax.random.PRNGKey(0))
     ids = jnp.arange(LOCAL_ENVS, dtype=jnp.int32)
     shard = agent.init_envs(jax.random.PRNGKey(1), ids)
     env_state = jax.tree.map(lambda x: jnp.concatenate([x] * DEVICES), shard)
+    if own_ids:
+        env_state = env_state.replace(envs=env_state.envs.replace(
+            env_ids=jnp.arange(DEVICES * LOCAL_ENVS, dtype=jnp.int32)))
 
     def body(state, env_state, key):
         def one_step(carry, step_key):
@@ -51,9 +57,12 @@ def muzero_agent(temperature: float):
     return muzero.make(envs.make("CartPole-v1"), config)
 
 
-def test_muzero_search_noise_differs_between_devices():
-    stored = run_identical_shards(muzero_agent(temperature=1.0), steps=8).replay.replay.data
-    actions = stored["action"][:, :, :8]
+def test_muzero_search_noise_follows_the_env_id_not_the_device():
+    agent = muzero_agent(temperature=1.0)
+    same_ids = run_identical_shards(agent, steps=8).replay.replay.data["action"][:, :, :8]
+    np.testing.assert_array_equal(same_ids[0], same_ids[1])
+    own_ids = run_identical_shards(agent, steps=8, own_ids=True).replay.replay.data
+    actions = own_ids["action"][:, :, :8]
     assert not np.array_equal(actions[0], actions[1])
 
 

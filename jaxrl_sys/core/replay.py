@@ -219,23 +219,41 @@ def _descend(
     return (node - offset).astype(jnp.int32), value
 
 
+def global_segment_draws(key: jax.Array, batch_size: int, axis_name: Optional[str]
+                         ) -> jax.Array:
+    """This device's `batch_size` uniform draws [B], its slice of one draw for the whole
+    batch over the device axis (`key` the same on every device).
+
+    With them, a sharded `sample_prioritized` picks what one device holding every env would
+    pick wherever the devices' shares of the priority mass are equal (uniform priorities over
+    equally filled envs), so a run does not depend on how its envs are split over devices.
+    """
+    devices = collectives.axis_size(axis_name)
+    draws = jax.random.uniform(key, (batch_size * devices,))
+    return jax.lax.dynamic_slice_in_dim(draws, collectives.axis_index(axis_name) * batch_size,
+                                        batch_size)
+
+
 def sample_prioritized(
     state: PrioritizedState, key: jax.Array, batch_size: int, beta: float,
-    axis_name: Optional[str] = None,
+    axis_name: Optional[str] = None, draws: Optional[jax.Array] = None,
 ) -> tuple[PyTree, Index, jax.Array]:
     """A stratified proportional batch, its index, and importance weights (batch max = 1).
 
-    The total mass is cut into batch_size equal segments with one uniform draw in each; an
-    item's weight is (N * P(i)) ** -beta / max over the batch, N the number of filled items.
-    The buffer must hold at least one item with positive priority. Sharded over the device
-    axis `axis_name` (each device samples its share of the batch from its own shard), the
-    max is the whole batch's, so the weights are those of one device sampling it all.
+    The total mass is cut into batch_size equal segments with one uniform draw in each (from
+    `key`, or `draws` [B] where given); an item's weight is (N * P(i)) ** -beta / max over
+    the batch, N the number of filled items. The buffer must hold at least one item with
+    positive priority. Sharded over the device axis `axis_name` (each device samples its
+    share of the batch from its own shard), the max is the whole batch's, so the weights are
+    those of one device sampling it all.
     """
     totals = state.tree[:, 1]
     ends = jnp.cumsum(totals)
     grand = ends[-1]
     starts = ends - totals
-    u = (jnp.arange(batch_size) + jax.random.uniform(key, (batch_size,))) * (grand / batch_size)
+    if draws is None:
+        draws = jax.random.uniform(key, (batch_size,))
+    u = (jnp.arange(batch_size) + draws) * (grand / batch_size)
     u = jnp.minimum(u, jnp.nextafter(grand, jnp.float32(0)))  # stay inside the last env
     env = jnp.searchsorted(ends, u, side="right").astype(jnp.int32)
     env = jnp.minimum(env, totals.shape[0] - 1)

@@ -30,16 +30,16 @@ from jaxrl_sys.agents.muzero.config import Config, temperature_at
 from jaxrl_sys.agents.muzero.losses import muzero_loss
 from jaxrl_sys.agents.muzero.networks import MuZeroNetwork, build_network, supports
 from jaxrl_sys.agents.muzero.search import (
-    SearchOutput, bind_recurrent_fn, run_search, search_actions,
+    SearchOutput, bind_recurrent_fn, run_search, search_actions, search_rows,
 )
 from jaxrl_sys.agents.muzero.targets import Batch, reanalysed_policies
 from jaxrl_sys.core import collectives, replay
 from jaxrl_sys.core.learner import (
-    TargetNetState, device_key, gradient_step, init_target_net_state, learn_after_warmup,
+    TargetNetState, gradient_step, init_target_net_state, learn_after_warmup,
     learning_rate, local_batch_size, priority_beta, replay_updates,
 )
 from jaxrl_sys.core.rollout import (
-    VecEnvState, episode_metrics, legal_actions, reset_envs, step_envs,
+    VecEnvState, episode_metrics, legal_actions, per_env_keys, reset_envs, step_envs,
 )
 from jaxrl_sys.core.types import BoundAgent, Env, EnvSpec, Metrics
 
@@ -115,19 +115,22 @@ def collect(state: State, env_state: EnvState, key: jax.Array, *, env: Env, conf
             search: Callable[..., SearchOutput], axis_name: Optional[str]
             ) -> tuple[EnvState, Metrics]:
     """Search from every env's observation [E, ...], step the envs once with the actions [E]
-    (uniform random legal moves in the first `opening_plies` plies) and store the steps."""
+    (uniform random legal moves in the first `opening_plies` plies) and store the steps.
+    Each env's search noise and opening moves draw from keys of its global id, so the run
+    is the same however the envs are split over devices."""
     progress = state.iteration / config.num_iterations
     temperature = temperature_at(config, progress)
-    search_key, env_key = jax.random.split(key)
-    search_key, opening_key = jax.random.split(device_key(search_key, axis_name))
+    search_key, env_key, opening_key = jax.random.split(key, 3)
     vstate = env_state.envs
     legal = legal_actions(env, vstate.env_state)
-    out = search(state.params, vstate.obs, legal, search_key, temperature,
-                 env_state=vstate.env_state)
+    out = search_rows(search, state.params, vstate.obs, legal,
+                      per_env_keys(search_key, vstate.env_ids), temperature,
+                      env_state=vstate.env_state)
     action = out.action
     if config.opening_plies > 0:  # no extra draw in the hot loop when openings are off
-        action = jnp.where(env_state.ply < config.opening_plies,
-                           random_legal_actions(opening_key, legal), action)
+        random_moves = jax.vmap(random_legal_actions)(
+            per_env_keys(opening_key, vstate.env_ids), legal[:, None])[:, 0]
+        action = jnp.where(env_state.ply < config.opening_plies, random_moves, action)
     next_vstate, result = step_envs(env, vstate, action, env_key)
     episode_over = result.terminated | result.truncated
     ply = jnp.where(episode_over, 0, env_state.ply + 1)
@@ -162,8 +165,11 @@ def update(state: State, batch: Batch, key: jax.Array, *, grad_fn: Callable,
 
 def sample(buffer: replay.PrioritizedState, key: jax.Array, batch_size: int, beta: jax.Array,
            *, sequence_length: int, axis_name: Optional[str]) -> tuple[Batch, jax.Array]:
-    """`batch_size` prioritised sequences [B, L, ...] and their replay indices [B]."""
-    _, index, weights = replay.sample_prioritized(buffer, key, batch_size, beta, axis_name)
+    """`batch_size` prioritised sequences [B, L, ...] and their replay indices [B]; the draws
+    are this device's slice of the global batch's (`key` the same on every device)."""
+    draws = replay.global_segment_draws(key, batch_size, axis_name)
+    _, index, weights = replay.sample_prioritized(buffer, key, batch_size, beta, axis_name,
+                                                  draws=draws)
     data, valid = replay.gather_sequences(buffer.replay, index, sequence_length)
     return Batch.from_rows(data, valid, weights), index
 
@@ -178,10 +184,9 @@ def learn(state: State, buffer: replay.PrioritizedState, key: jax.Array, *,
     def one_update(state, buffer, k):
         """Sample, update on the batch, write its new priorities back."""
         sample_key, reanalyse_key = jax.random.split(k)
-        batch, index = sample(buffer, device_key(sample_key, axis_name), local_batch, beta,
+        batch, index = sample(buffer, sample_key, local_batch, beta,
                               sequence_length=config.sequence_length, axis_name=axis_name)
-        state, metrics, value_error = update_fn(state, batch,
-                                                device_key(reanalyse_key, axis_name))
+        state, metrics, value_error = update_fn(state, batch, reanalyse_key)
         buffer = replay.update_priorities(buffer, index, value_error, config.priority_alpha)
         return state, buffer, metrics
 

@@ -194,6 +194,23 @@ def run_search(params, obs: jax.Array, legal: jax.Array, key: jax.Array,
     return SearchOutput(out.action.astype(jnp.int32), out.action_weights, root_value)
 
 
+def search_rows(search: Callable[..., SearchOutput], params, obs: jax.Array, legal: jax.Array,
+                keys: jax.Array, temperature: float | jax.Array = 1.0, greedy: bool = False,
+                env_state: Optional[PyTree] = None) -> SearchOutput:
+    """`search` from observations [B, ...] with each row's noise drawn from its own key [B]:
+    a row's search does not depend on which rows are searched beside it, so a run is the same
+    whether its envs (or sampled rows) sit on one device or are split over many."""
+
+    def one_row(obs, legal, key, env_state):
+        """The search of one row, as a batch of one."""
+        batch_of_one = lambda x: x[None]  # noqa: E731
+        out = search(params, obs[None], legal[None], key, temperature, greedy,
+                     jax.tree.map(batch_of_one, env_state))
+        return jax.tree.map(lambda x: x[0], out)
+
+    return jax.vmap(one_row)(obs, legal, keys, env_state)
+
+
 def search_actions(params, obs: jax.Array, key: jax.Array, greedy: bool = False,
                    legal: Optional[jax.Array] = None, temperature: float | jax.Array = 1.0,
                    env_state: Optional[PyTree] = None, *, search: Callable[..., SearchOutput],
