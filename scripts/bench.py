@@ -199,6 +199,9 @@ def main() -> int:
                         default="ppo,minatar,agents,muzero,replay,host,atari,checkpoint,sweep",
                         help="comma-separated: ppo, minatar, agents, muzero, replay, host, "
                              "atari, checkpoint, sweep")
+    parser.add_argument("--baseline", default=None, metavar="REV",
+                        help="also time MuZero on Breakout-MinAtar at commit REV and at this "
+                             "tree, alternately (scripts/bench_commits.py)")
     parser.add_argument("--minatar-sizes", default="64,1024",
                         help="env counts of the PPO Breakout-MinAtar rows (64: the default)")
     args = parser.parse_args()
@@ -238,6 +241,9 @@ def main() -> int:
     if "muzero" in sections:
         print("## MuZero, one seed (one device unless a row says otherwise)\n")
         print("\n".join(muzero_table(args.repeats, args.devices)) + "\n")
+    if args.baseline is not None:
+        print("## MuZero on Breakout-MinAtar against a baseline commit, alternately\n")
+        print("\n".join(script_table("bench_commits.py", "--baseline", args.baseline)) + "\n")
     if "replay" in sections:
         print("## Replay add + sample, one device\n")
         print("\n".join(script_table("bench_replay.py")) + "\n")

@@ -235,3 +235,35 @@ def test_each_unroll_step_trains_the_dynamics_at_full_strength():
         jax.tree.map(lambda a, b: np.testing.assert_allclose(a, 0.5 * b, rtol=1e-6, atol=1e-9),
                      scaled[part], unscaled[part])
         assert max(float(jnp.abs(g).max()) for g in jax.tree.leaves(scaled[part])) > 0
+
+
+def test_consistency_loss_pulls_predicted_latents_towards_the_reached_observation():
+    """EfficientZero's loss: -1 per alive unroll step (weighed 1/K) when the predictor maps each
+    predicted latent onto the projection of the observation reached; the reached side gets
+    no gradient; and the loss is on only when its weight is positive."""
+    env = envs.make("CartPole-v1")
+    config = dataclasses.replace(muzero.Config(), unroll_steps=2, latent_dim=8, hidden=(16,),
+                                 support_bins=11, consistency_loss_weight=2.0)
+    network = muzero.build_network(env.spec, config)
+    params = muzero.init(jax.random.PRNGKey(0), env.spec, config).params
+    obs = jax.random.normal(jax.random.PRNGKey(1), (3, 2, 4))
+    reached = jax.vmap(lambda o: network.apply(params, o, method=muzero.MuZeroNetwork.represent),
+                       1, 1)(obs)  # the reached observations' own latents [B, K, D]
+    alive = jnp.array([[1.0, 1.0], [1.0, 0.0], [0.0, 0.0]])
+    weights = muzero.unroll_step_weights(2)
+
+    def loss_of(params, predicted):
+        return muzero.consistency_loss(network, params, predicted, obs, alive, weights)
+
+    loss = loss_of(params, reached)
+    assert loss.shape == (3,) and np.all(np.asarray(loss) <= 0.5 * np.asarray(alive.sum(1)))
+    assert np.asarray(loss)[2] == 0.0  # no alive step, no loss
+    # the reached side is a stop-gradient target: changing the representation only through it
+    # leaves the gradient of the predicted side's parameters alone
+    grads = jax.grad(lambda p: loss_of(p, jax.lax.stop_gradient(reached)).sum())(params)
+    assert max(float(jnp.abs(g).max()) for g in jax.tree.leaves(grads["params"]["torso"])) == 0
+    assert max(float(jnp.abs(g).max())
+               for g in jax.tree.leaves(grads["params"]["predictor_mlp"])) > 0
+    off = dataclasses.replace(config, consistency_loss_weight=0.0)
+    assert "projection_mlp" not in muzero.init(jax.random.PRNGKey(0), env.spec, off).params[
+        "params"]

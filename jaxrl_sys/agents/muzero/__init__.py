@@ -36,6 +36,7 @@ from jaxrl_sys.agents.muzero.losses import (
     PredictionLosses,
     Unroll,
     categorical_cross_entropy,
+    consistency_loss,
     muzero_loss,
     prediction_losses,
     rules_loss,
@@ -67,6 +68,7 @@ from jaxrl_sys.agents.muzero.search import (
     ruled_recurrent_fn,
     run_search,
     search_actions,
+    search_rows,
 )
 from jaxrl_sys.agents.muzero.targets import (
     Batch,
@@ -116,6 +118,7 @@ __all__ = [
     'gumbel_qtransform',
     'run_search',
     'search_actions',
+    'search_rows',
     # targets and losses
     'Batch',
     'unroll_masks',
@@ -127,6 +130,7 @@ __all__ = [
     'unroll_model',
     'rules_loss',
     'categorical_cross_entropy',
+    'consistency_loss',
     'PredictionLosses',
     'prediction_losses',
     'muzero_loss',

@@ -54,6 +54,10 @@ class Config(RolloutBudget):
     # predicted-illegal moves get no prior and predicted ends are absorbing (as with model=env)
     rule_heads: bool = False
     rule_loss_weight: float = 1.0
+    # EfficientZero's self-supervised consistency: each latent the dynamics predict is pulled
+    # (negative cosine similarity, SimSiam projections) towards the representation of the
+    # observation actually reached; 0 turns it off (EfficientZero weighs it 2)
+    consistency_loss_weight: float = 0.0
     num_simulations: int = 16
     max_considered_actions: int = 16  # gumbel only
     # gumbel only: 0 rescales each node's Q-values by their min and max (mctx's default);
@@ -115,7 +119,7 @@ class Config(RolloutBudget):
                        "conv_channels")
         check_budget(self)
         check_at_least(self, 0, "learning_starts", "res_blocks", "opening_plies", "q_range",
-                       "weight_decay")
+                       "weight_decay", "consistency_loss_weight")
         check_at_least(self, 3, "support_bins")
         if self.buffer_size < self.num_envs * self.sequence_length:
             raise ConfigError(f"buffer_size={self.buffer_size} must hold at least "
@@ -130,6 +134,9 @@ class Config(RolloutBudget):
         check_choice(self, "torso", TORSOS)
         check_choice(self, "activation", ACTIVATIONS)
         check_layer_widths(self, "hidden")
+        if self.model == "env" and self.consistency_loss_weight > 0:
+            raise ConfigError("consistency_loss_weight needs model='learned': the env model "
+                              "has no latent dynamics to train")
         if self.model == "env" and self.reanalyse_fraction > 0:
             raise ConfigError("reanalyse_fraction needs model='learned': replay keeps no env "
                               "states to search from")

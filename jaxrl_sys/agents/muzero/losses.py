@@ -28,13 +28,15 @@ from jaxrl_sys.core.value_transform import Support, logits_to_scalar, scalar_to_
 
 class Unroll(NamedTuple):
     """The learned model's logits along sampled sequences: policy [B, K+1, A], value
-    [B, K+1, bins], reward [B, K, bins], legal moves [B, K+1, A], episode end [B, K]."""
+    [B, K+1, bins], reward [B, K, bins], legal moves [B, K+1, A], episode end [B, K]; and
+    the latents the dynamics predicted for steps 1..K [B, K, D]."""
 
     policy: jax.Array
     value: jax.Array
     reward: jax.Array
     legal: jax.Array
     end: jax.Array
+    latent: jax.Array
 
 
 def unroll_step_weights(unroll_steps: int) -> np.ndarray:
@@ -60,16 +62,17 @@ def unroll_model(network: MuZeroNetwork, params, first_obs: jax.Array, actions: 
             params, latent, action, method=MuZeroNetwork.dynamics
         )
         later = network.apply(params, latent, method=MuZeroNetwork.predict)
-        return scale_gradient(latent, dynamics_grad_scale), (reward_logits, end_logit, later)
+        return (scale_gradient(latent, dynamics_grad_scale),
+                (reward_logits, end_logit, later, latent))
 
-    _, (reward_logits, end_logits, later) = jax.lax.scan(unroll, latent, actions.T)
+    _, (reward_logits, end_logits, later, latents) = jax.lax.scan(unroll, latent, actions.T)
     # [B, K+1, .]: step 0 from the representation, steps 1..K from the dynamics
     policy_all, value_all, legal_all = (
         jnp.concatenate([at_0[:, None], at_k.swapaxes(0, 1)], 1)
         for at_0, at_k in zip(first, later)
     )
     return Unroll(policy_all, value_all, reward_logits.swapaxes(0, 1), legal_all,
-                  end_logits.swapaxes(0, 1))
+                  end_logits.swapaxes(0, 1), latents.swapaxes(0, 1))
 
 
 def rules_loss(unrolled: Unroll, legal: jax.Array, terminated: jax.Array, alive: jax.Array,
@@ -83,6 +86,25 @@ def rules_loss(unrolled: Unroll, legal: jax.Array, terminated: jax.Array, alive:
     end_ce = optax.sigmoid_binary_cross_entropy(unrolled.end, terminated.astype(jnp.float32))
     return (jnp.sum(legal_ce * alive * step_weights, 1)
             + jnp.sum(end_ce * alive[:, :K] * step_weights[1:], 1))
+
+
+def consistency_loss(network: MuZeroNetwork, params, predicted_latents: jax.Array,
+                     reached_obs: jax.Array, alive: jax.Array, step_weights: np.ndarray
+                     ) -> jax.Array:
+    """EfficientZero's consistency loss per row [B]: the negative cosine similarity between
+    the predictor's output for each latent the dynamics predicted [B, K, D] and the
+    projection of the representation of the observation reached [B, K, ...], which gets no
+    gradient (SimSiam); `alive` [B, K] masks the steps, weighed as the other losses."""
+    b, k = predicted_latents.shape[:2]
+    flat = lambda x: x.reshape(b * k, *x.shape[2:])  # noqa: E731
+    online = network.apply(params, network.apply(params, flat(predicted_latents),
+                                                 method=MuZeroNetwork.project),
+                           method=MuZeroNetwork.predict_projection)
+    reached = network.apply(params, flat(reached_obs), method=MuZeroNetwork.represent)
+    target = jax.lax.stop_gradient(network.apply(params, reached, method=MuZeroNetwork.project))
+    unit = lambda x: x / (jnp.linalg.norm(x, axis=-1, keepdims=True) + 1e-8)  # noqa: E731
+    similarity = jnp.sum(unit(online) * unit(target), -1).reshape(b, k)
+    return -jnp.sum(similarity * alive * step_weights[1:], 1)
 
 
 def categorical_cross_entropy(logits: jax.Array, scalar: jax.Array, support: Support
@@ -141,6 +163,7 @@ def muzero_loss(params, target_params, batch: Batch, *, network: MuZeroNetwork,
     policy_mask = alive.astype(jnp.float32)
     reward_targets = jnp.where(alive[:, :K], batch.reward[:, :K], 0.0)
     rule_loss = jnp.zeros(batch.obs.shape[0])
+    consistency = jnp.zeros(batch.obs.shape[0])
     if config.model == "env":
         value_mask = policy_mask
         reward_mask = jnp.zeros_like(value_mask[:, :K])
@@ -160,11 +183,16 @@ def muzero_loss(params, target_params, batch: Batch, *, network: MuZeroNetwork,
         if config.learns_rules:
             rule_loss = rules_loss(unrolled, batch.legal[:, : K + 1], batch.terminated[:, :K],
                                    policy_mask, step_weights)
+        if config.consistency_loss_weight > 0:
+            consistency = consistency_loss(network, params, unrolled.latent,
+                                           batch.obs[:, 1: K + 1], policy_mask[:, 1:],
+                                           step_weights)
     terms = prediction_losses(policy_all, value_all, reward_logits, policy_targets, z,
                               reward_targets, policy_mask, value_mask, reward_mask,
                               step_weights, value_support, reward_support)
     per_row = (config.value_loss_weight * terms.value + terms.policy + terms.reward
-               + config.rule_loss_weight * rule_loss)
+               + config.rule_loss_weight * rule_loss
+               + config.consistency_loss_weight * consistency)
     loss = jnp.mean(batch.weights * per_row)
     value_error = jnp.abs(logits_to_scalar(value_all[:, 0], value_support) - z[:, 0])
     aux = {
@@ -175,4 +203,6 @@ def muzero_loss(params, target_params, batch: Batch, *, network: MuZeroNetwork,
     }
     if config.learns_rules:
         aux["rules_loss"] = jnp.mean(rule_loss)
+    if config.consistency_loss_weight > 0:
+        aux["consistency_loss"] = jnp.mean(consistency)
     return loss, (value_error, aux)

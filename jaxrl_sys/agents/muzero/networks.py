@@ -59,6 +59,7 @@ class ConvTorso(nn.Module):
 
 
 RULE_LOGIT_CERTAIN = 30.0  # logit of "legal" / "does not end" when no rule head predicts it
+PROJECTION_HIDDEN = 256  # width of the consistency loss's projection and predictor MLPs
 
 
 class MuZeroNetwork(nn.Module):
@@ -80,6 +81,7 @@ class MuZeroNetwork(nn.Module):
     value_bins: int
     reward_bins: int
     rule_heads: bool = False
+    consistency: bool = False  # the projection and predictor heads of the consistency loss
 
     def setup(self) -> None:
         """The torso (conv for images, else MLP), three MLPs and their heads."""
@@ -97,6 +99,11 @@ class MuZeroNetwork(nn.Module):
         if self.rule_heads:
             self.end_head = Head(1, 0.01)
             self.legal_head = Head(self.num_actions, 0.01)
+        if self.consistency:
+            self.projection_mlp = MLP((PROJECTION_HIDDEN,), self.activation)
+            self.projection_out = Head(self.latent_dim, 1.0)
+            self.predictor_mlp = MLP((PROJECTION_HIDDEN,), self.activation)
+            self.predictor_out = Head(self.latent_dim, 1.0)
 
     def represent(self, obs: jax.Array) -> jax.Array:
         """Latent states [B, D] of observations [B, ...], min-max scaled to [0, 1]."""
@@ -120,11 +127,22 @@ class MuZeroNetwork(nn.Module):
                         else jnp.full_like(policy_logits, RULE_LOGIT_CERTAIN))
         return policy_logits, self.value_head(x), legal_logits
 
+    def project(self, latent: jax.Array) -> jax.Array:
+        """The consistency loss's projection [B, D] of latents [B, D] (SimSiam's projector)."""
+        return self.projection_out(self.projection_mlp(latent))
+
+    def predict_projection(self, projection: jax.Array) -> jax.Array:
+        """The predictor [B, D] applied to the projections of predicted latents only."""
+        return self.predictor_out(self.predictor_mlp(projection))
+
     def __call__(self, obs: jax.Array, action: jax.Array):
         """Touches every sub-network (for `init`)."""
         latent = self.represent(obs)
         next_latent, reward, end = self.dynamics(latent, action)
-        return self.predict(next_latent), reward, end
+        outputs = (self.predict(next_latent), reward, end)
+        if self.consistency:
+            outputs += (self.predict_projection(self.project(next_latent)),)
+        return outputs
 
 
 def build_network(spec: EnvSpec, config: Config) -> MuZeroNetwork:
@@ -140,7 +158,7 @@ def build_network(spec: EnvSpec, config: Config) -> MuZeroNetwork:
         hidden=tuple(config.hidden), activation=config.activation, conv=conv,
         conv_channels=config.conv_channels, res_blocks=config.res_blocks,
         value_bins=config.support_bins, reward_bins=config.support_bins,
-        rule_heads=config.learns_rules,
+        rule_heads=config.learns_rules, consistency=config.consistency_loss_weight > 0,
     )
 
 
