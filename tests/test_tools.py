@@ -65,12 +65,26 @@ def test_plot_writes_a_png_with_seed_bands(short_run, tmp_path, capsys):
     assert (run["low"] <= run["mean"]).all() and (run["mean"] <= run["high"]).all()
 
 
+def test_plot_draws_a_benchmark_results_file_beside_runs(short_run, tmp_path, capsys):
+    """`--results` rows (here the repository's MinAtar results, one env) are curves too."""
+    png = tmp_path / "beside.png"
+    results = Path(__file__).resolve().parent.parent / "results" / "minatar.json"
+    code = plot.main([str(short_run), "--results", str(results), "--env", "Breakout-MinAtar",
+                      "--out", str(png)])
+    assert code == 0 and "and 1 results file(s)" in capsys.readouterr().out
+    curves = plot.load_results(results, "Breakout-MinAtar")
+    assert {c["label"].split(" on ")[0] for c in curves} >= {"ppo", "dqn"}
+    assert all((c["low"] <= c["mean"]).all() and (c["mean"] <= c["high"]).all() for c in curves)
+
+
 @pytest.mark.parametrize("tool, argv, message", [
     ("evaluate", ["/no/such/run"], "no run directory at /no/such/run"),
     ("evaluate", ["RUN", "--render", "out.mp4"], "--render must name a .gif file"),
     ("evaluate", ["RUN", "--episodes", "0"], "--episodes must be >= 1"),
     ("plot", ["/no/such/run"], "no run directory at /no/such/run"),
     ("plot", ["RUN", "--out", "curves.jpg"], "--out must end in .png"),
+    ("plot", ["--results", "/no/such.json"], "no results file at /no/such.json"),
+    ("plot", ["--out", "curves.png"], "name run directories or --results files to plot"),
 ])
 def test_bad_input_is_one_line_exit_2(short_run, capsys, tool, argv, message):
     module = {"evaluate": evaluate, "plot": plot}[tool]

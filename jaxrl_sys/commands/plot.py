@@ -4,7 +4,9 @@ Reads each run's `metrics.jsonl` and `run.json`. Runs of the same agent and env 
 curve: the mean over their seeds and a band from the lowest to the highest seed. A run
 trained with `--seeds N` already logs the mean, min and max over its seeds; several runs
 (e.g. one per `--seed`) are put on a common x grid and combined. Two panels: return against
-env steps (per seed) and against training wall time.
+env steps (per seed) and against training wall time. `--results FILE` adds the rows of a
+benchmark suite's results (e.g. results/minatar.json; `--env` picks one env's rows): their
+greedy returns per chunk, mean and range over seeds, beside the runs.
 """
 
 from __future__ import annotations
@@ -63,6 +65,28 @@ def load_run(run_dir: Path, metric: str) -> dict:
                 seeds=len(seeds))
 
 
+def load_results(path: Path, env: Optional[str]) -> list[dict]:
+    """The curves of a benchmark suite's results file: one per row (agent, env), the greedy
+    return's mean and range over seeds at each chunk, seconds prorated over the chunks."""
+    if not path.is_file():
+        raise PlotError(f"no results file at {path}")
+    rows = json.loads(path.read_text(encoding="utf-8")).get("rows", [])
+    curves = []
+    for row in rows:
+        if (env is not None and row.get("env") != env) or not row.get("eval_returns"):
+            continue
+        returns = np.asarray(row["eval_returns"], float)  # [chunks, seeds]
+        steps = np.asarray(row["env_steps"], float)
+        seconds = steps / steps[-1] * float(row.get("train_seconds", np.nan))
+        curves.append(dict(label=f"{row['agent']} on {row['env']} ({path.name})", steps=steps,
+                           seconds=seconds, mean=returns.mean(1), low=returns.min(1),
+                           high=returns.max(1), seeds=returns.shape[1]))
+    if not curves:
+        raise PlotError(f"{path} has no rows with greedy returns"
+                        + (f" for {env}" if env else ""))
+    return curves
+
+
 def combine(runs: list[dict], x: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Curves of several runs on a common grid of `x`: seed-weighted mean, lowest, highest."""
     if len(runs) == 1:
@@ -78,8 +102,10 @@ def combine(runs: list[dict], x: str) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return grid, mean, lows.min(0), highs.max(0)
 
 
-def plot(run_dirs: Sequence[Path], out: Path, metric: str = "mean_return") -> int:
-    """Draw the curves of `run_dirs` into `out` (PNG); returns the number of curves."""
+def plot(run_dirs: Sequence[Path], out: Path, metric: str = "mean_return",
+         results: Sequence[Path] = (), env: Optional[str] = None) -> int:
+    """Draw the curves of `run_dirs` (and of the `results` files' rows for `env`) into
+    `out` (PNG); returns the number of curves."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -89,6 +115,9 @@ def plot(run_dirs: Sequence[Path], out: Path, metric: str = "mean_return") -> in
     for run_dir in run_dirs:
         run = load_run(Path(run_dir), metric)
         groups[run["label"]].append(run)
+    for path in results:
+        for curve in load_results(Path(path), env):
+            groups[curve["label"]].append(curve)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
     for label, runs in groups.items():
         seeds = sum(run["seeds"] for run in runs)
@@ -110,18 +139,25 @@ def plot(run_dirs: Sequence[Path], out: Path, metric: str = "mean_return") -> in
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = _Parser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="+", type=Path, help="run directories")
+    parser.add_argument("runs", nargs="*", type=Path, help="run directories")
     parser.add_argument("--out", type=Path, default=Path("curves.png"), help="PNG to write")
     parser.add_argument("--metric", default="mean_return", help="metric on the y axis")
+    parser.add_argument("--results", type=Path, action="append", default=[],
+                        help="a benchmark suite's results JSON whose rows to draw too "
+                             "(repeatable)")
+    parser.add_argument("--env", default=None, help="only the results rows of this env")
     try:
         args = parser.parse_args(argv)
         if args.out.suffix.lower() != ".png":
             raise PlotError(f"--out must end in .png, got {args.out}")
-        curves = plot(args.runs, args.out, args.metric)
+        if not args.runs and not args.results:
+            raise PlotError("name run directories or --results files to plot")
+        curves = plot(args.runs, args.out, args.metric, args.results, args.env)
     except PlotError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print(f"wrote {args.out} ({curves} curve{'s' * (curves > 1)} from {len(args.runs)} run(s))")
+    print(f"wrote {args.out} ({curves} curve{'s' * (curves > 1)} from {len(args.runs)} run(s) "
+          f"and {len(args.results)} results file(s))")
     return 0
 
 
