@@ -1,6 +1,6 @@
 """Greedy evaluation on device: run N episodes in parallel, one per env, and return them.
 
-A two-player self-play game evaluated against an opponent (an env with an `opponent`
+A two-player self-play game evaluated against an opponent (an env with an `eval_opponent`
 policy attached, `envs.opponents.AgainstOpponent`) is played in both seats instead, and its
 returns are the agent's results (+1 win, 0 draw, -1 loss)."""
 
@@ -30,10 +30,10 @@ def evaluate(
     first episode ends (by termination or by the time limit). Episodes are keyed by id, so
     splitting the ids over devices gives the same episodes. Jittable and vmappable.
 
-    An env with an `opponent` attached (a two-player game): `policy` plays it, opening the
+    An env with an `eval_opponent` attached (a two-player game): `policy` plays it, opening the
     games of even ids; returns are results (+1/0/-1) and lengths count both sides' moves.
     """
-    opponent = getattr(env, "opponent", None)
+    opponent = getattr(env, "eval_opponent", None)
     if opponent is not None:
         return two_player.play_episodes(env, policy, params, opponent, None, key, episode_ids)
     num_episodes = episode_ids.shape[0]

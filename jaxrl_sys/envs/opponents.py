@@ -22,13 +22,14 @@ PERFECT_PLAYERS = {"TicTacToe-v0": "jaxrl_sys.envs.tictactoe:perfect_player"}
 
 class AgainstOpponent:
     """A two-player game with the opponent its evaluation plays in the other seat: the game
-    itself (states, steps and rules unchanged, every attribute forwarded) plus `opponent`, a
-    policy `opponent(params, obs, key, legal=, env_state=)`, and its name."""
+    itself (states, steps and rules unchanged, every attribute forwarded) plus
+    `eval_opponent`, a policy `eval_opponent(params, obs, key, legal=, env_state=)`, and its
+    name (not `opponent`, which tic-tac-toe's own env uses for its fixed training opponent)."""
 
     def __init__(self, game: Env, opponent: two_player.Policy, opponent_name: str) -> None:
         self.game = game
         self.spec = game.spec
-        self.opponent = opponent
+        self.eval_opponent = opponent
         self.opponent_name = opponent_name
 
     def __getattr__(self, name: str) -> Any:
