@@ -14,11 +14,11 @@ _path = Path(__file__).resolve().parent.parent / "scripts" / "check_learning.py"
 from jaxrl_sys.commands import check_learning as check_learning
 
 
-def saved(tmp_path, finals: list[float], setting: str = "native") -> str:
+def saved(tmp_path, finals: list[float], setting: str = "native", devices: int = 1) -> str:
     curves = np.array([[400.0] * len(finals), finals])
     result = lc.CaseResult("ppo:CartPole-v1", setting, list(range(len(finals))), 475.0,
-                           [1000, 2000], curves, curves, 12.0)
-    path = tmp_path / f"{setting}.json"
+                           [1000, 2000], curves, curves, 12.0, devices=devices)
+    path = tmp_path / f"{setting}_{devices}.json"
     path.write_text(json.dumps([result.to_json()]))
     return str(path)
 
@@ -27,6 +27,8 @@ def saved(tmp_path, finals: list[float], setting: str = "native") -> str:
     (["--cases", "ppo:Nope-v0"], "unknown case"),
     (["--settings", "AVX9"], "unknown setting"),
     (["--seeds", "0"], "--seeds"),
+    (["--devices", "0"], "--devices"),
+    (["--cases", "ppo:gymnasium:CartPole-v1", "--devices", "2"], "host"),
     (["--load", "/nonexistent.json"], "cannot read"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
@@ -45,3 +47,10 @@ def test_saved_results_print_a_table_per_case(tmp_path, capsys):
     assert "| seed | native | AVX |" in out and "| reached | 15/16 | 14/16 |" in out
     assert "FAILED: ppo:CartPole-v1 [AVX]" in out
     assert "| 15 | 300.0* (300.0) |" in markdown.read_text()
+
+
+def test_results_on_several_devices_get_a_column_of_their_own(tmp_path, capsys):
+    one = saved(tmp_path, [500.0] * 16)
+    eight = saved(tmp_path, [500.0] * 16, devices=8)
+    assert check_learning.main(["--load", one, eight]) == 0
+    assert "| seed | native | native, 8 devices |" in capsys.readouterr().out

@@ -113,6 +113,7 @@ def random_batch(key, batch_size, length, obs_dim, num_actions):
         valid=jnp.arange(length)[None, :] < jax.random.randint(
             keys[6], (batch_size, 1), 1, length + 1),
         weights=jax.random.uniform(keys[7], (batch_size,), minval=0.2, maxval=1.0),
+        root_value=jax.random.normal(keys[0], (batch_size, length)),
     )
 
 

@@ -16,8 +16,9 @@ REWARDS = np.array([1.0, 2.0, 4.0, 8.0, 16.0], np.float32)
 
 
 def hand_batch(terminated, truncated, valid, obs_dim=1, num_actions=2):
-    """Rows [B, 5] with rewards 1, 2, 4, 8, 16 and next observations whose first feature is
-    10 * (t + 1), the value `first_feature` reads at step t."""
+    """Rows [B, 5] with rewards 1, 2, 4, 8, 16, next observations whose first feature is
+    10 * (t + 1), the value `first_feature` reads at step t, and stored root values
+    100 * (t + 1) at step t."""
     terminated, truncated, valid = (np.asarray(x, bool) for x in (terminated, truncated, valid))
     b, length = terminated.shape
     next_obs = np.zeros((b, length, obs_dim), np.float32)
@@ -29,6 +30,7 @@ def hand_batch(terminated, truncated, valid, obs_dim=1, num_actions=2):
         policy=jnp.full((b, length, num_actions), 1.0 / num_actions),
         legal=jnp.ones((b, length, num_actions), bool), valid=jnp.asarray(valid),
         weights=jnp.ones(b),
+        root_value=jnp.asarray(np.tile(100.0 * (np.arange(length) + 1), (b, 1)), jnp.float32),
     )
 
 
@@ -54,6 +56,55 @@ def test_value_targets_of_a_two_player_game_flip_sign_every_ply():
     # k=2: 4 - 8, then +v(after step 3) = 40: the truncation (row 0) and the replay's write
     # head (row 1) both stop the window at step 3 and bootstrap there
     np.testing.assert_allclose(np.asarray(z), [[-27.0, -34.0, 36.0], [-27.0, -34.0, 36.0]])
+
+
+def search_targets(batch, unroll_steps, n_step, discount):
+    return muzero.search_value_targets(batch.reward, batch.root_value, batch.terminated,
+                                       batch.truncated, batch.valid, unroll_steps, n_step,
+                                       discount)
+
+
+def test_search_value_targets_bootstrap_from_the_stored_root_value_n_steps_on():
+    # K = 2, n = 2, discount 0.5; rows of 5 = K + n + 1 steps; root values 100 * (t + 1)
+    batch = hand_batch(np.zeros((1, 5)), np.zeros((1, 5)), np.ones((1, 5)))
+    z = search_targets(batch, 2, 2, 0.5)
+    # k: r_k + 0.5 r_{k+1} + 0.25 v_{k+2}
+    np.testing.assert_allclose(np.asarray(z), [[1 + 1 + 75, 2 + 2 + 100, 4 + 4 + 125]])
+
+
+def test_search_value_targets_stop_at_a_termination_without_bootstrap():
+    batch = hand_batch([[0, 1, 0, 0, 0]], np.zeros((1, 5)), np.ones((1, 5)))
+    z = search_targets(batch, 2, 2, 0.5)
+    # k=0: 1 + 0.5 * 2, the end; k=1: 2; k=2 lies past the end (masked by unroll_masks)
+    np.testing.assert_allclose(np.asarray(z)[:, :2], [[2.0, 2.0]])
+
+
+def test_search_value_targets_end_at_the_last_searched_state_before_a_reset_or_the_head():
+    # row 0 truncated at step 1 (the env reset: the state after it was never searched);
+    # row 1's step 2 is not yet written (the replay's write head): both stop at step 1's value
+    batch = hand_batch(np.zeros((2, 5)), [[0, 1, 0, 0, 0], [0] * 5],
+                       [[1] * 5, [1, 1, 0, 0, 0]])
+    z = search_targets(batch, 1, 2, -0.5)
+    # k=0: 1 - 0.5 * v_1; k=1: v_1 itself, the window's first state
+    np.testing.assert_allclose(np.asarray(z), [[1 - 100.0, 200.0], [1 - 100.0, 200.0]])
+
+
+def test_search_bootstrap_needs_no_target_network():
+    loss, params, target, batch, _, network, config = loss_setup("learned")
+    config = dataclasses.replace(config, value_bootstrap="search")
+    length = config.sequence_length
+    batch = jax.tree.map(lambda x: jnp.concatenate([x, x[:, -1:]], 1) if x.ndim > 1 else x,
+                         batch)
+    assert batch.reward.shape[1] == length
+    search_loss = functools.partial(loss, config=config)
+    alive, _ = muzero.unroll_masks(batch.terminated, batch.truncated, batch.valid, K)
+    z = search_targets(batch, K, N_STEP, config.gamma)
+    mean = float(jnp.mean(jnp.where(alive, z, 0.0)[:, 0]))
+    for source in (target, params):
+        value, (_, aux) = search_loss(params, source, batch)
+        assert np.isclose(float(aux["value_target_mean"]), mean, rtol=1e-6)
+    assert float(search_loss(params, target, batch)[0]) == float(search_loss(params, params,
+                                                                             batch)[0])
 
 
 def numpy_h(x, eps=1e-3):
@@ -125,6 +176,7 @@ def loss_setup(model: str):
         policy=jax.nn.softmax(jax.random.normal(keys[4], (4, length, 2))),
         legal=jax.random.bernoulli(keys[5], 0.7, (4, length, 2)),
         valid=jnp.ones((4, length), bool), weights=jnp.array([1.0, 0.5, 0.8, 0.3]),
+        root_value=jax.random.normal(keys[0], (4, length)) * 5.0,
     )
     value_support, reward_support = muzero.supports(config)
     loss = functools.partial(

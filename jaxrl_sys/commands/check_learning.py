@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--settings", default="all",
                    help="comma-separated code-generation settings (native, AVX512, AVX2, AVX, "
                         "SSE4_2) or 'all' that this CPU allows; 'gpu' runs on the GPU")
+    p.add_argument("--devices", type=int, default=1,
+                   help="devices each run is data-parallel over (virtual CPU devices without "
+                        "an accelerator), as train.py --devices")
     p.add_argument("--jobs", type=int, default=1, help="worker processes (one per setting and case) at the same time")
     p.add_argument("--json", dest="json_out", default=None, help="write all results here")
     p.add_argument("--markdown", default=None, help="write the tables here")
@@ -99,11 +102,15 @@ def worker_environment(setting: str) -> dict[str, str]:
     return env
 
 
-def run_worker(setting: str, cases: list[lc.LearningCase], seeds: int, out: str) -> int:
+def run_worker(setting: str, cases: list[lc.LearningCase], seeds: int, out: str,
+               devices: int = 1) -> int:
     """Inside one setting's process: train every case and write the results as JSON."""
-    from jaxrl_sys.runtime.devices import enable_compile_cache, set_safe_cpu_flags
+    from jaxrl_sys.runtime.devices import (
+        enable_compile_cache, request_devices, set_safe_cpu_flags,
+    )
 
     set_safe_cpu_flags()  # the same compiler settings as scripts/train.py
+    request_devices(devices)
     import jax
 
     if setting == "gpu" and jax.default_backend() != "gpu":
@@ -118,7 +125,7 @@ def run_worker(setting: str, cases: list[lc.LearningCase], seeds: int, out: str)
     for case in cases:
         print(f"[{setting}] {case.name}: {seeds} seeds ...", file=sys.stderr, flush=True)
         result = lc.run_case(case, agents.load(case.agent), envs, list(range(seeds)),
-                             setting=setting)
+                             setting=setting, num_devices=devices)
         verdict = lc.judge(result)
         print(f"[{setting}] {case.name}: reached {int(verdict.reached.sum())}/{seeds}, "
               f"collapsed {int(verdict.collapsed.sum())}, {result.seconds:.0f} s",
@@ -129,7 +136,8 @@ def run_worker(setting: str, cases: list[lc.LearningCase], seeds: int, out: str)
 
 
 def run_settings(settings: list[str], cases: list[lc.LearningCase], seeds: int,
-                 jobs: int, workdir: Optional[str] = None) -> list[lc.CaseResult]:
+                 jobs: int, workdir: Optional[str] = None,
+                 devices: int = 1) -> list[lc.CaseResult]:
     """One worker process per (setting, case), `jobs` at a time; each writes
     `workdir/<setting>__<case>.json`, so an interrupted check keeps what finished."""
     workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="check_learning_"))
@@ -139,7 +147,7 @@ def run_settings(settings: list[str], cases: list[lc.LearningCase], seeds: int,
         setting, case = task
         out = workdir / f"{setting}__{case.name.replace(':', '_')}.json"
         command = [sys.executable, "-m", "jaxrl_sys.commands.check_learning", "--worker", setting, "--cases", case.name,
-                   "--seeds", str(seeds), "--out", str(out)]
+                   "--seeds", str(seeds), "--devices", str(devices), "--out", str(out)]
         code = subprocess.run(command, env=worker_environment(setting)).returncode
         if code != 0:
             print(f"[{setting}] {case.name}: worker exited with {code}", file=sys.stderr)
@@ -176,10 +184,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def check(args: argparse.Namespace) -> int:
     cases = parse_cases(args.cases)
-    if args.seeds < 1 or args.jobs < 1:
-        raise UsageError("--seeds and --jobs must be >= 1")
+    if args.seeds < 1 or args.jobs < 1 or args.devices < 1:
+        raise UsageError("--seeds, --jobs and --devices must be >= 1")
+    if args.devices > 1:
+        from jaxrl_sys import envs
+
+        on_host = [c.name for c in cases if envs.is_host_env(c.env)]
+        if on_host:
+            raise UsageError(f"--devices needs pure-JAX envs; {', '.join(on_host)} run on the "
+                             f"host (leave these cases out)")
     if args.worker is not None:
-        return run_worker(args.worker, cases, args.seeds, args.out)
+        return run_worker(args.worker, cases, args.seeds, args.out, args.devices)
     if args.load:
         results = []
         for path in args.load:
@@ -190,7 +205,8 @@ def check(args: argparse.Namespace) -> int:
             results += [lc.CaseResult.from_json(d) for d in data]
     else:
         settings = parse_settings(args.settings)
-        results = run_settings(settings, cases, args.seeds, args.jobs, args.workdir)
+        results = run_settings(settings, cases, args.seeds, args.jobs, args.workdir,
+                               args.devices)
     if args.json_out:
         Path(args.json_out).write_text(json.dumps([r.to_json() for r in results]) + "\n",
                                        encoding="utf-8")

@@ -118,6 +118,12 @@ class CaseResult:
     eval_returns: Optional[np.ndarray]  # greedy evaluation at the chunk's end (NaN: none)
     seconds: float  # wall time, compilation included
     train_seconds: Optional[float] = None  # the chunks alone (evaluations included)
+    devices: int = 1  # devices the seeds were trained on (data-parallel)
+
+    @property
+    def label(self) -> str:
+        """The table's column name: the setting, and the device count if more than one."""
+        return self.setting if self.devices == 1 else f"{self.setting}, {self.devices} devices"
 
     @property
     def measured(self) -> np.ndarray:
@@ -207,7 +213,7 @@ def run_case(
         threshold=case.threshold,
         env_steps=[(c + 1) * steps_per_chunk for c in range(train.shape[0])],
         train_returns=train, eval_returns=evals, seconds=time.perf_counter() - start,
-        train_seconds=train_seconds,
+        train_seconds=train_seconds, devices=num_devices,
     )
 
 
@@ -290,7 +296,7 @@ def format_case_table(case: LearningCase, results: Sequence[CaseResult]) -> str:
         f"#### {case.name}: threshold {case.threshold:g} ({measure}), "
         f"{len(results[0].seeds)} seeds, {results[0].env_steps[-1]:,} steps per seed",
         "",
-        "| seed | " + " | ".join(r.setting for r in results) + " |",
+        "| seed | " + " | ".join(r.label for r in results) + " |",
         "|---:|" + "---:|" * len(results),
     ]
     for i, seed in enumerate(results[0].seeds):

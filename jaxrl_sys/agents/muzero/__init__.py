@@ -73,6 +73,7 @@ from jaxrl_sys.agents.muzero.search import (
 from jaxrl_sys.agents.muzero.targets import (
     Batch,
     bootstrapped_value_targets,
+    search_value_targets,
     reanalysed_policies,
     unroll_masks,
     unroll_value_targets,
@@ -124,6 +125,7 @@ __all__ = [
     'unroll_masks',
     'unroll_value_targets',
     'bootstrapped_value_targets',
+    'search_value_targets',
     'reanalysed_policies',
     'Unroll',
     'unroll_step_weights',

@@ -105,7 +105,7 @@ def init_env_state(key: jax.Array, env_ids: jax.Array, *, env: Env, capacity: in
         "obs": obs, "action": jnp.zeros((), jnp.int32), "reward": jnp.zeros((), jnp.float32),
         "terminated": jnp.zeros((), bool), "truncated": jnp.zeros((), bool),
         "next_obs": obs, "policy": jnp.zeros((num_actions,), jnp.float32),
-        "legal": jnp.zeros((num_actions,), bool),
+        "legal": jnp.zeros((num_actions,), bool), "root_value": jnp.zeros((), jnp.float32),
     }
     ply = jnp.zeros(env_ids.shape[0], jnp.int32)
     return EnvState(vstate, ply, replay.init_prioritized(example, env_ids.shape[0], capacity))
@@ -138,7 +138,7 @@ def collect(state: State, env_state: EnvState, key: jax.Array, *, env: Env, conf
         "obs": vstate.obs, "action": action, "reward": result.reward,
         "terminated": result.terminated, "truncated": result.truncated,
         "next_obs": result.info["final_observation"], "policy": out.policy,
-        "legal": legal,
+        "legal": legal, "root_value": out.value,
     }
     buffer = replay.add_prioritized(env_state.replay, transition)
     episodes = episode_metrics(result.info, axis_name)

@@ -19,6 +19,7 @@ from jaxrl_sys.core.networks import ACTIVATIONS
 DEFAULT_ENV = "CartPole-v1"
 SEARCHES = ("gumbel", "muzero")
 MODELS = ("learned", "env")
+VALUE_BOOTSTRAPS = ("target", "search")
 TORSOS = ("auto", "mlp", "conv")
 
 
@@ -40,6 +41,11 @@ class Config(RolloutBudget):
     gamma: float = 0.98
     n_step: int = 16  # steps of real reward before the bootstrap
     unroll_steps: int = 5  # K
+    # what an n-step value target bootstraps from: "target", the target network's value of
+    # the state reached (one network pass per target in every update); "search", the root
+    # value the acting search stored for that state (the paper's `root_values`: no network
+    # pass, but values as old as the stored step)
+    value_bootstrap: str = "target"
     dynamics_grad_scale: float = 0.5
     value_loss_weight: float = 1.0
     value_max: float = 60.0  # |raw value| covered by the value support
@@ -108,8 +114,9 @@ class Config(RolloutBudget):
 
     @property
     def sequence_length(self) -> int:
-        """Stored steps read per sample: K unroll steps plus n steps of the last target."""
-        return self.unroll_steps + self.n_step
+        """Stored steps read per sample: K unroll steps plus n steps of the last target,
+        plus the state the last target bootstraps from when its stored search value is used."""
+        return self.unroll_steps + self.n_step + (self.value_bootstrap == "search")
 
     def validate(self) -> None:
         """Reject values that cannot work, with one line naming the field."""
@@ -131,6 +138,7 @@ class Config(RolloutBudget):
                             "reanalyse_fraction")
         check_choice(self, "search", SEARCHES)
         check_choice(self, "model", MODELS)
+        check_choice(self, "value_bootstrap", VALUE_BOOTSTRAPS)
         check_choice(self, "torso", TORSOS)
         check_choice(self, "activation", ACTIVATIONS)
         check_layer_widths(self, "hidden")

@@ -20,7 +20,7 @@ from jaxrl_sys.agents.muzero.networks import (
     MuZeroNetwork, observation_values, represent_predict, scale_gradient,
 )
 from jaxrl_sys.agents.muzero.targets import (
-    Batch, bootstrapped_value_targets, unroll_masks,
+    Batch, bootstrapped_value_targets, search_value_targets, unroll_masks,
 )
 from jaxrl_sys.core.types import Metrics
 from jaxrl_sys.core.value_transform import Support, logits_to_scalar, scalar_to_probs
@@ -65,7 +65,8 @@ def unroll_model(network: MuZeroNetwork, params, first_obs: jax.Array, actions: 
         return (scale_gradient(latent, dynamics_grad_scale),
                 (reward_logits, end_logit, later, latent))
 
-    _, (reward_logits, end_logits, later, latents) = jax.lax.scan(unroll, latent, actions.T)
+    _, (reward_logits, end_logits, later, latents) = jax.lax.scan(unroll, latent, actions.T,
+                                                                  unroll=True)
     # [B, K+1, .]: step 0 from the representation, steps 1..K from the dynamics
     policy_all, value_all, legal_all = (
         jnp.concatenate([at_0[:, None], at_k.swapaxes(0, 1)], 1)
@@ -155,9 +156,13 @@ def muzero_loss(params, target_params, batch: Batch, *, network: MuZeroNetwork,
     K = config.unroll_steps
     step_weights = unroll_step_weights(K)
     alive, absorbing = unroll_masks(batch.terminated, batch.truncated, batch.valid, K)
-    value_fn = lambda obs: observation_values(network, value_support, target_params, obs)  # noqa: E731
-    z = jax.lax.stop_gradient(
-        bootstrapped_value_targets(batch, value_fn, K, config.n_step, discount))
+    if config.value_bootstrap == "search":
+        z = search_value_targets(batch.reward, batch.root_value, batch.terminated,
+                                 batch.truncated, batch.valid, K, config.n_step, discount)
+    else:
+        value_fn = lambda obs: observation_values(network, value_support, target_params, obs)  # noqa: E731
+        z = jax.lax.stop_gradient(
+            bootstrapped_value_targets(batch, value_fn, K, config.n_step, discount))
     z = jnp.where(alive, z, 0.0)
     policy_targets = batch.policy[:, : K + 1]
     policy_mask = alive.astype(jnp.float32)

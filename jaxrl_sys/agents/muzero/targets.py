@@ -1,9 +1,10 @@
 """What MuZero's learner trains towards along sampled sequences: which unroll steps are real
-or absorbing, n-step value targets bootstrapped by the target network, and policy targets
-searched afresh (reanalyse).
+or absorbing, n-step value targets bootstrapped by the target network or by the stored
+search values, and policy targets searched afresh (reanalyse).
 
 Sequences are [B, L] with L = K + n stored steps (K unroll steps, n steps of the last
-target); unroll steps 0..K give arrays [B, K+1].
+target; one more when the last target bootstraps from a stored search value); unroll steps
+0..K give arrays [B, K+1].
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ from jaxrl_sys.core.returns import bootstrap_step, n_step_targets
 
 @struct.dataclass
 class Batch(replay.SequenceBatch):
-    """Sampled sequences [B, L, ...] (L = K + n stored steps), validity and IS weights [B],
-    with the search's policy and the legal actions at each step [B, L, A]."""
+    """Sampled sequences [B, L, ...], validity and IS weights [B], with the search's policy
+    and the legal actions at each step [B, L, A] and its root value [B, L]."""
 
     policy: jax.Array
     legal: jax.Array
+    root_value: jax.Array
 
 
 def unroll_masks(
@@ -102,6 +104,51 @@ def bootstrapped_value_targets(batch: Batch, value_fn: Callable[[jax.Array], jax
         batch.reward, next_values, batch.terminated, batch.truncated, batch.valid,
         K, n_step, discount,
     )
+
+
+def search_value_targets(
+    reward: jax.Array,
+    root_value: jax.Array,
+    terminated: jax.Array,
+    truncated: jax.Array,
+    valid: jax.Array,
+    unroll_steps: int,
+    n_step: int,
+    discount: float,
+) -> jax.Array:
+    """n-step value targets [B, K+1] for the states 0..K of sequences [B, L >= K + n + 1],
+    bootstrapped from the root values [B, L] the acting search stored (the paper's
+    `make_target`).
+
+    Target k sums `discount`-discounted rewards k..k+n-1 and then the stored value of step
+    k+n; it stops at a termination (no bootstrap). Where the next state was never searched
+    (a truncation: the env reset; or the replay's write head) the target stops one step
+    earlier, at the stored value of the last searched state. Only meaningful where
+    `unroll_masks` says alive.
+    """
+    done = terminated | truncated
+    next_valid = jnp.concatenate([valid[:, 1:], jnp.zeros_like(valid[:, :1])], axis=1)
+    next_searched = ~done & next_valid  # [B, L]: the next state is stored and searched
+
+    def target_from(k):
+        """Targets [B] of unroll step k: a backward pass over steps k+n-1..k."""
+        window = lambda x: jax.lax.dynamic_slice_in_dim(x, k, n_step, axis=1).T  # noqa: E731
+
+        def backward(later, x):
+            r, value_here, ends, goes_on = x
+            target = jnp.where(ends, r, jnp.where(goes_on, r + discount * later, value_here))
+            return target, None
+
+        last_next = jax.lax.dynamic_index_in_dim(root_value, k + n_step, axis=1,
+                                                 keepdims=False)
+        target, _ = jax.lax.scan(
+            backward, last_next,
+            (window(reward), window(root_value), window(terminated), window(next_searched)),
+            reverse=True,
+        )
+        return target
+
+    return jax.vmap(target_from, out_axes=1)(jnp.arange(unroll_steps + 1))
 
 
 def reanalysed_policies(target_params, batch: Batch, key: jax.Array, *,
