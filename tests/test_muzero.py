@@ -73,6 +73,81 @@ def test_unroll_targets_and_masks_match_a_reference(discount):
     assert alive_ref.sum() > 300 and absorbing_ref.sum() > 50  # both cases exercised
 
 
+def reference_search_targets(reward, root_value, terminated, truncated, valid, K, n,
+                             discount):
+    """Targets from stored root values by a direct loop: n rewards then the root value n
+    steps on; at a termination no bootstrap; where the next state was not searched (a
+    truncation, the write head) the stored value of the state reached instead of its reward."""
+    B, length = reward.shape
+    z = np.zeros((B, K + 1))
+    for b in range(B):
+        for k in range(K + 1):
+            total = 0.0
+            for i in range(n):
+                j = k + i
+                if terminated[b, j]:
+                    total += discount ** i * reward[b, j]
+                    break
+                if truncated[b, j] or j + 1 >= length or not valid[b, j + 1]:
+                    total += discount ** i * root_value[b, j]
+                    break
+                total += discount ** i * reward[b, j]
+                if i == n - 1:
+                    total += discount ** n * root_value[b, j + 1]
+            z[b, k] = total
+    return z
+
+
+@pytest.mark.parametrize("discount", [0.9, -1.0])
+def test_search_value_targets_match_a_reference(discount):
+    K, n, B = 5, 4, 200
+    rng = np.random.default_rng(1)
+    length = K + n + 1
+    reward = rng.normal(size=(B, length)).astype(np.float32)
+    root_value = rng.normal(size=(B, length)).astype(np.float32)
+    terminated = rng.random((B, length)) < 0.12
+    truncated = (rng.random((B, length)) < 0.08) & ~terminated
+    cut = rng.integers(1, length + 1, size=B)
+    cut[: B // 2] = length
+    valid = np.arange(length)[None, :] < cut[:, None]
+    z = muzero.search_value_targets(reward, root_value, terminated, truncated, valid, K, n,
+                                    discount)
+    alive, _ = muzero.unroll_masks(terminated, truncated, valid, K)
+    z_ref = reference_search_targets(reward, root_value, terminated, truncated, valid, K, n,
+                                     discount)
+    alive = np.asarray(alive)
+    np.testing.assert_allclose(np.where(alive, np.asarray(z), 0), np.where(alive, z_ref, 0),
+                               rtol=1e-5, atol=1e-5)
+    assert alive.sum() > 300
+
+
+def test_replay_stores_the_acting_search_root_value():
+    """With value_bootstrap='search' the learner reads the root values the acting search
+    stored: one collection step writes, for every env, the value its search returned."""
+    from jaxrl_sys.agents.muzero import agent as muzero_agent
+    from jaxrl_sys.core.rollout import legal_actions, per_env_keys
+
+    env = envs.make("CartPole-v1")
+    config = dataclasses.replace(muzero.default_config("CartPole-v1"), num_envs=8,
+                                 num_simulations=4, value_bootstrap="search")
+    agent = muzero.make(env, config, axis_name=None)
+    state = agent.init(jax.random.PRNGKey(0))
+    ids = jnp.arange(config.num_envs)
+    env_state = muzero_agent.init_env_state(jax.random.PRNGKey(1), ids, env=env,
+                                            capacity=config.buffer_size // config.num_envs)
+    key = jax.random.PRNGKey(2)
+    after, _ = muzero_agent.collect(state, env_state, key, env=env, config=config,
+                                    search=agent.search, axis_name=None)
+    search_key = jax.random.split(key, 3)[0]
+    vstate = env_state.envs
+    expected = muzero.search_rows(agent.search, state.params, vstate.obs,
+                                  legal_actions(env, vstate.env_state),
+                                  per_env_keys(search_key, ids), config.temperatures[0])
+    stored = after.replay.replay.data["root_value"][:, 0]
+    np.testing.assert_allclose(np.asarray(stored), np.asarray(expected.value), rtol=1e-6)
+    assert np.abs(np.asarray(stored)).max() > 0
+
+
 @pytest.mark.parametrize("search", ["gumbel", "muzero"])
 def test_search_never_chooses_an_illegal_action(search):
     env = envs.make("CartPole-v1")
@@ -301,7 +376,7 @@ def test_config_rejects_bad_values_in_one_line():
                 dict(temperatures=(1.0,)), dict(reanalyse_fraction=2.0),
                 dict(buffer_size=10), dict(model="oracle"), dict(opening_plies=-1),
                 dict(q_range=-1.0), dict(model="env", reanalyse_fraction=0.5),
-                dict(rule_loss_weight=0.0)):
+                dict(rule_loss_weight=0.0), dict(value_bootstrap="fresh")):
         with pytest.raises(ConfigError) as error:
             dataclasses.replace(muzero.Config(), **bad).validate()
         assert "\n" not in str(error.value)
