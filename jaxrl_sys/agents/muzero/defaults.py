@@ -22,7 +22,7 @@ TUNED: tuple[Tuned, ...] = (
              reward_max=1.0, learning_rate=1e-3, torso="mlp", hidden=(256, 256),
              buffer_size=200_000, learning_starts=5_000, num_simulations=16, rule_heads=True,
              value_bootstrap="search"),
-        reached="greedy 16.0 at 1M steps over seeds 0-3 (21.0, 17.0, 10.5, 16.0; "
+        reached="greedy 13.5 at 1M steps over seeds 0-3 (13.5, 15.5, 16.5, 8.5; "
                 "docs/results-notes.md, MinAtar)",
     ),
     Tuned(
