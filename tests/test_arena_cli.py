@@ -58,6 +58,7 @@ def test_bad_input_exits_2_with_one_line(ttt_run, tmp_path, capsys):
     cases = [
         ([str(ttt_run), "--games", "3"], "--games must be an even number"),
         ([str(ttt_run), "--opponent", "mcts:0"], "needs N >= 1"),
+        ([str(ttt_run), "--simulations", "0"], "--simulations must be >= 1"),
         ([str(ttt_run), "--opponent", "grandmaster"], "unknown opponent 'grandmaster'"),
         ([str(tmp_path / "missing")], "no run directory"),
         ([str(connect_four), "--opponent", "perfect"], "no perfect player for pgx:connect_four"),
@@ -69,3 +70,15 @@ def test_bad_input_exits_2_with_one_line(ttt_run, tmp_path, capsys):
         assert arena_script.main(args) == 2, args
         err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
         assert len(err) == 1 and expected in err[0], (args, err)
+
+
+def test_simulations_sets_the_agents_search_budget(ttt_run, capsys):
+    saved = arena_script.open_game_run(str(ttt_run))
+    assert saved.agent.config.num_simulations == 4
+    assert arena_script.searching_agent(saved, None) is saved.agent
+    assert arena_script.searching_agent(saved, 24).config.num_simulations == 24
+    assert arena_script.main([str(ttt_run), "--opponent", "perfect", "--games", "4",
+                              "--simulations", "24", "--json"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "24 simulations per move" in out[0]
+    assert json.loads(out[-1])["games"] == 4

@@ -5,7 +5,9 @@ Rebuilds the run's agent from the flags it was started with, restores its latest
 (or `--chunk N`) and plays `--games` greedy games of its first seed on device, half of them
 opening, half answering. Opponents: `random`, `perfect` (tic-tac-toe), `mcts:N` (pure Monte-
 Carlo tree search with random rollouts and N simulations, any game) or another RUN_DIR of
-the same game. Prints a table; with `--json` its last line is one JSON object
+the same game. `--simulations N` gives a search agent (MuZero, AlphaZero) N simulations per
+move instead of its training budget, as AlphaZero's evaluations searched more than its
+self-play. Prints a table; with `--json` its last line is one JSON object
 `{"wins": W, "draws": D, "losses": L, "games": G}`. Bad input: one line, exit 2.
 """
 
@@ -30,6 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="end with one JSON line of the results")
     p.add_argument("--setting", type=int, default=None,
                    help="RUN_DIR is a sweep: play this setting (its index in sweep.md)")
+    p.add_argument("--simulations", type=int, default=None,
+                   help="search agents: simulations per move (default: the run's own)")
     return p
 
 
@@ -37,6 +41,8 @@ def check_args(args: argparse.Namespace) -> None:
     """Refuse what cannot work before anything is built."""
     if args.games < 2 or args.games % 2:
         raise UsageError(f"--games must be an even number >= 2, got {args.games}")
+    if args.simulations is not None and args.simulations < 1:
+        raise UsageError(f"--simulations must be >= 1, got {args.simulations}")
     if args.opponent.startswith("mcts:"):
         count = args.opponent[len("mcts:"):]
         if not count.isdigit() or int(count) < 1:
@@ -97,6 +103,21 @@ def opponent_policy(name: str, saved):
     return policy, lambda: first_seed_state(other, None)
 
 
+def searching_agent(saved, simulations: Optional[int]):
+    """The run's agent, rebuilt with `simulations` per search when given (refused for an
+    agent that does not search)."""
+    if simulations is None:
+        return saved.agent
+    config = saved.agent.config
+    if not hasattr(config, "num_simulations"):
+        raise UsageError(f"--simulations is for search agents; {saved.resolved.spec.agent} "
+                         "does not search")
+    import dataclasses
+
+    return saved.resolved.module.make(
+        saved.env, dataclasses.replace(config, num_simulations=simulations))
+
+
 def arena_run(args: argparse.Namespace) -> int:
     check_args(args)
     saved = open_game_run(args.run_dir, set_up_devices=True, setting=args.setting)
@@ -110,12 +131,13 @@ def arena_run(args: argparse.Namespace) -> int:
     if callable(opponent_state):
         opponent_state = opponent_state()
     setup = saved.resolved
-    policy = setup.module.greedy_action(saved.agent)
+    policy = setup.module.greedy_action(searching_agent(saved, args.simulations))
     play = jax.jit(lambda s, o, k: arena.play(saved.env, policy, s, opponent, o, k,
                                               jnp.arange(args.games)))
     results = jax.device_get(play(state, opponent_state, jax.random.PRNGKey(args.seed)))
-    print(f"{setup.spec.agent} on {setup.env_name} ({args.run_dir}) against {args.opponent}, "
-          f"{args.games} games:")
+    budget = "" if args.simulations is None else f", {args.simulations} simulations per move"
+    print(f"{setup.spec.agent} on {setup.env_name} ({args.run_dir}{budget}) against "
+          f"{args.opponent}, {args.games} games:")
     print("| seat | wins | draws | losses |")
     print("|---|---:|---:|---:|")
     for seat, games in (("first", results[0::2]), ("second", results[1::2])):
