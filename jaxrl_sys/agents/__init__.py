@@ -19,6 +19,7 @@ AGENTS: dict[str, str] = {
     "dqn": "jaxrl_sys.agents.dqn",
     "sac": "jaxrl_sys.agents.sac",
     "muzero": "jaxrl_sys.agents.muzero",
+    "impala": "jaxrl_sys.agents.impala",
 }
 
 

@@ -1,0 +1,288 @@
+"""IMPALA: an actor-critic learning from V-trace targets (Espeholt et al. 2018), discrete and
+Gaussian actions.
+
+Pure functions over explicit state. `make(env, config)` binds the static parts (network,
+optimiser, env) to the functions below and returns an `Agent` whose functions follow the
+agent contract:
+
+    init(key) -> State
+    act(params, obs, key, greedy=False) -> (action, log_prob, value)
+    update(state, trajectory, key) -> (state, metrics)
+    train_step(state, env_state, key) -> (state, env_state, metrics)
+
+A trajectory keeps the acting (behaviour) policy's log-probabilities; the learner re-reads
+values and log-probabilities with its own parameters, and V-trace (losses.py) corrects for
+the difference: none on the device loop's first pass (rho = 1), a parameter version or more
+in later epochs and minibatches and under the host loop's staleness. Minibatches are whole
+trajectories of a subset of envs (V-trace needs the sequence): minibatch m holds the envs
+whose index on their device is m modulo `num_minibatches`, which, with every device holding
+a contiguous block of ids, is the envs of global id m modulo `num_minibatches` whatever the
+split over devices. Gradients are averaged with `lax.pmean` over `axis_name`, so N-device
+training equals 1-device training with the same global batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from jaxrl_sys.agents.impala.losses import impala_loss
+from jaxrl_sys.agents.impala.networks import (
+    build_network, env_actions, sample_actions, sequence_outputs,
+)
+from jaxrl_sys.core import collectives
+from jaxrl_sys.core.config import (
+    ConfigError, RolloutBudget, check_at_least, check_budget, check_choice, check_layer_widths,
+    check_positive, check_unit_interval,
+)
+from jaxrl_sys.core.learner import learning_rate
+from jaxrl_sys.core.networks import ACTIVATIONS, TORSOS, ActorCritic, scan_unroll
+from jaxrl_sys.core.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
+from jaxrl_sys.core.types import BoundAgent, Env, EnvSpec, HostFns, Metrics, Rollout
+
+DEFAULT_ENV = "CartPole-v1"
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(RolloutBudget):
+    """IMPALA hyper-parameters; the defaults solve CartPole-v1 (per-env ones: defaults.py)."""
+
+    total_steps: int = 150_000
+    num_envs: int = 32
+    rollout_steps: int = 32
+    update_epochs: int = 1  # passes over each rollout; IMPALA makes one
+    num_minibatches: int = 1  # gradient steps per pass, each on num_envs / num_minibatches envs
+    learning_rate: float = 2.5e-3
+    anneal_lr: bool = True
+    gamma: float = 0.99
+    vtrace_lambda: float = 1.0  # the traces' lambda (Remark 2 of the paper); 1 is plain V-trace
+    rho_bar: float = 1.0  # importance weights of the TD errors and the advantage clipped here
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    reward_scale: float = 1.0
+    hidden: tuple[int, ...] = (32, 32)
+    activation: str = "tanh"
+    torso: str = "mlp"  # or "nature_cnn" (Atari frames), "grid_cnn" (MinAtar): shared by both heads
+
+    def validate(self) -> None:
+        """Reject values that cannot work, with one line naming the field."""
+        check_at_least(self, 1, "total_steps", "num_envs", "rollout_steps", "update_epochs",
+                       "num_minibatches")
+        check_budget(self)
+        if self.num_envs % self.num_minibatches:
+            raise ConfigError(f"num_envs={self.num_envs} must be divisible by "
+                              f"num_minibatches={self.num_minibatches}")
+        check_positive(self, "learning_rate", "max_grad_norm", "rho_bar", "reward_scale")
+        check_at_least(self, 0, "vf_coef", "ent_coef")
+        check_unit_interval(self, "gamma", "vtrace_lambda")
+        check_choice(self, "activation", ACTIVATIONS)
+        check_choice(self, "torso", TORSOS)
+        check_layer_widths(self, "hidden")
+
+
+@struct.dataclass
+class State:
+    """Learner state: parameters, optimiser state and the iteration counter."""
+
+    params: Any
+    opt_state: Any
+    iteration: jax.Array
+
+
+class Trajectory(NamedTuple):
+    """One rollout, time-major [T, B, ...], with the behaviour policy's log-probabilities."""
+
+    obs: jax.Array
+    actions: jax.Array
+    log_probs: jax.Array  # of the acting (behaviour) policy
+    rewards: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+    next_obs: jax.Array  # the observation reached: the pre-reset one where an episode ended
+
+
+@dataclasses.dataclass(frozen=True)
+class Agent(BoundAgent):
+    """IMPALA's pure functions bound to one env and config."""
+
+    network: ActorCritic
+
+
+def build_optimizer(config: Config) -> optax.GradientTransformation:
+    """Adam with global-norm clipping and (optionally) a linearly annealed learning rate."""
+    updates = config.num_iterations * config.update_epochs * config.num_minibatches
+    lr = learning_rate(config.learning_rate, config.anneal_lr, updates)
+    return optax.chain(
+        optax.clip_by_global_norm(config.max_grad_norm), optax.adam(lr, eps=1e-5)
+    )
+
+
+def init(key: jax.Array, spec: EnvSpec, config: Config) -> State:
+    """Fresh parameters and optimiser state."""
+    network = build_network(spec, config)
+    params = network.init(key, jnp.zeros((1, *spec.obs_shape), jnp.float32))
+    opt_state = build_optimizer(config).init(params)
+    return State(params=params, opt_state=opt_state, iteration=jnp.zeros((), jnp.int32))
+
+
+def collect(env: Env, network: ActorCritic, config: Config, axis_name: Optional[str],
+            params: Any, env_state: VecEnvState,
+            key: jax.Array) -> tuple[VecEnvState, Trajectory, Metrics]:
+    """`rollout_steps` on every env with the policy of `params`: (env state after them,
+    Trajectory [T, B, ...], episode metrics summed over envs and devices)."""
+    def one_step(vstate: VecEnvState, t):
+        """Act on every env [B] and step it; the step's record and its episodes' metrics."""
+        act_key, env_key = jax.random.split(jax.random.fold_in(key, t))
+        action, log_prob, _ = sample_actions(network, params, vstate.obs,
+                                             per_env_keys(act_key, vstate.env_ids))
+        next_vstate, result = step_envs(env, vstate, env_actions(env.spec, action), env_key)
+        record = Trajectory(
+            vstate.obs, action, log_prob, result.reward * config.reward_scale,
+            result.terminated, result.truncated, result.info["final_observation"],
+        )
+        return next_vstate, (record, episode_metrics(result.info, None))
+
+    vstate, (trajectory, episodes) = jax.lax.scan(
+        one_step, env_state, jnp.arange(config.rollout_steps)
+    )
+    episodes = collectives.psum(jax.tree.map(jnp.sum, episodes), axis_name)
+    return vstate, trajectory, episodes
+
+
+def minibatch_loss(network: ActorCritic, config: Config, params: Any,
+                   traj: Trajectory) -> tuple[jax.Array, Metrics]:
+    """`losses.impala_loss` of a minibatch of whole trajectories [T, B_m, ...] under `params`."""
+    log_probs, entropy, values, next_values = sequence_outputs(
+        network, params, traj.obs, traj.actions, traj.next_obs
+    )
+    return impala_loss(
+        log_probs, entropy, values, next_values, traj.log_probs, traj.rewards, traj.terminated,
+        traj.truncated, gamma=config.gamma, lam=config.vtrace_lambda, rho_bar=config.rho_bar,
+        vf_coef=config.vf_coef, ent_coef=config.ent_coef,
+    )
+
+
+def env_minibatches(traj: Trajectory, num_minibatches: int) -> Trajectory:
+    """`traj` [T, B, ...] as [num_minibatches, T, B / num_minibatches, ...]: minibatch m holds
+    the envs of local index m modulo num_minibatches."""
+    envs = traj.obs.shape[1]
+    if envs % num_minibatches:
+        raise ConfigError(f"{envs} envs per device do not divide into "
+                          f"num_minibatches={num_minibatches}")
+
+    def split(x):
+        """One leaf [T, B, ...] cut into the minibatches' envs."""
+        x = x.reshape(x.shape[0], envs // num_minibatches, num_minibatches, *x.shape[2:])
+        return jnp.moveaxis(x, 2, 0)
+
+    return jax.tree.map(split, traj)
+
+
+def update(network: ActorCritic, optimizer: optax.GradientTransformation, config: Config,
+           axis_name: Optional[str], state: State, traj: Trajectory,
+           key: jax.Array) -> tuple[State, Metrics]:
+    """`update_epochs` passes over one trajectory [T, B, ...], each `num_minibatches` gradient
+    steps on V-trace targets (gradients averaged over `axis_name`). Metrics: means over the
+    steps. `key` is unused (the minibatches are fixed), kept for the contract's signature."""
+    del key
+    grad_fn = jax.grad(functools.partial(minibatch_loss, network, config), has_aux=True)
+    minibatches = env_minibatches(traj, config.num_minibatches)
+
+    def minibatch_step(carry, batch: Trajectory):
+        """One gradient step (averaged over devices) on the trajectories of some envs."""
+        params, opt_state = carry
+        grads, metrics = grad_fn(params, batch)
+        grads = collectives.pmean(grads, axis_name)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state), metrics
+
+    def epoch(carry, _):
+        """One pass over every minibatch."""
+        return jax.lax.scan(minibatch_step, carry, minibatches,
+                            unroll=scan_unroll(config.torso, config.num_minibatches))
+
+    (params, opt_state), metrics = jax.lax.scan(
+        epoch, (state.params, state.opt_state), None, length=config.update_epochs,
+        unroll=scan_unroll(config.torso, config.update_epochs),
+    )
+    metrics = collectives.pmean(jax.tree.map(jnp.mean, metrics), axis_name)
+    return State(params=params, opt_state=opt_state, iteration=state.iteration + 1), metrics
+
+
+def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent:
+    """Bind IMPALA to `env` and `config`; `axis_name` is the device axis gradients average over."""
+    config.validate()
+    spec = env.spec
+    network = build_network(spec, config)
+    bound_update = functools.partial(update, network, build_optimizer(config), config, axis_name)
+    rollout = functools.partial(collect, env, network, config, axis_name)
+
+    def train_step(state: State, env_state: VecEnvState, key: jax.Array):
+        """Collect `rollout_steps` on every env with the current parameters, then learn."""
+        rollout_key, update_key = jax.random.split(key)
+        env_state, traj, episodes = rollout(state.params, env_state, rollout_key)
+        state, metrics = bound_update(state, traj, update_key)
+        return state, env_state, {**metrics, **episodes}
+
+    def init_envs(key: jax.Array, env_ids: jax.Array) -> VecEnvState:
+        """Freshly reset envs of the global ids `env_ids` [B]."""
+        return reset_envs(env, key, env_ids)
+
+    return Agent(config, spec, functools.partial(init, spec=spec, config=config), init_envs,
+                 functools.partial(sample_actions, network), bound_update, train_step,
+                 network=network)
+
+
+def greedy_action(agent: Agent) -> Callable[[State, jax.Array, jax.Array], jax.Array]:
+    """Deterministic actions [B] (argmax / Gaussian mean clipped to the bounds) for
+    evaluation, from observations [B, ...]."""
+
+    def policy(state: State, obs: jax.Array, key: jax.Array, legal=None,
+               env_state=None) -> jax.Array:
+        """Greedy actions [B] for observations [B, ...] (`key` unused by a greedy policy)."""
+        del legal, env_state  # every action is legal; acting needs the observation only
+        return env_actions(agent.spec, agent.act(state.params, obs, key, greedy=True)[0])
+
+    return policy
+
+
+DEFAULT_EVAL_EPISODES = 0  # the training returns already measure its (stochastic) policy
+SELF_PLAY = False  # one agent's view of the env: no two-player self-play, no legal-move masks
+
+
+def host_fns(agent: Agent) -> HostFns:
+    """IMPALA for the host loop: the same `act` and `update`, on rollouts from worker
+    processes. The actors' parameters lag the learner's by the loop's staleness; the
+    rollout keeps their log-probabilities, against which V-trace weighs the learner's."""
+    config = agent.config
+
+    def act(params, obs, key, env_steps):
+        """Sampled actions [B] for the workers' observations [B, ...], and their log-probs."""
+        action, log_prob, _ = agent.act(params, obs, key)
+        return action, {"log_prob": log_prob}
+
+    def learn(state: State, replay, rollout: Rollout, key):
+        """`update` on a rollout [T, B, ...] from the workers."""
+        trajectory = Trajectory(
+            obs=rollout.obs, actions=rollout.action, log_probs=rollout.extras["log_prob"],
+            rewards=rollout.reward * config.reward_scale, terminated=rollout.terminated,
+            truncated=rollout.truncated, next_obs=rollout.next_obs,
+        )
+        state, metrics = agent.update(state, trajectory, key)
+        return state, replay, metrics
+
+    return HostFns(
+        init=lambda key: (agent.init(key), None),
+        actor_params=lambda state: state.params,
+        act=act,
+        learn=learn,
+        num_envs=config.num_envs,
+        rollout_steps=config.rollout_steps,
+    )

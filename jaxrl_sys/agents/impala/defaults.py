@@ -1,0 +1,24 @@
+"""IMPALA's shipped per-env configs, as data: what each tuned env changes from `Config`'s
+defaults, and what that reached."""
+
+from __future__ import annotations
+
+from jaxrl_sys.agents.impala.agent import Config
+from jaxrl_sys.core.config import Tuned, tuned_config
+from jaxrl_sys.core.types import LearningPromise
+
+TUNED: tuple[Tuned, ...] = (
+    Tuned("CartPole-v1", dict(num_minibatches=4, reward_scale=0.1),
+          "greedy 500.0 over 32 episodes on each of seeds 0-3 at 150k steps; 16/16 seeds "
+          "greedy 500.0 (scripts/train.py --seeds 16 --eval-episodes 32)"),
+)
+
+# What the learning checks hold the shipped defaults to (jaxrl_sys.tools.learning_check)
+PROMISES: tuple[LearningPromise, ...] = (
+    LearningPromise("CartPole-v1", 475.0),
+)
+
+
+def default_config(env_name: str) -> Config:
+    """The IMPALA config for `env_name`: `Config`'s defaults with its tuned entry applied."""
+    return tuned_config(Config(), TUNED, env_name)
