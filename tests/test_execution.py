@@ -33,13 +33,14 @@ def assert_trees_close(a, b, rtol=1e-5, atol=1e-7):
     jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=rtol, atol=atol), a, b)
 
 
-def test_eight_devices_equal_one_device_with_the_same_global_batch():
-    params_1, metrics_1 = run_ppo(1, [3])
-    params_8, metrics_8 = run_ppo(8, [3])
+@pytest.mark.parametrize("vtrace", [False, True])
+def test_eight_devices_equal_one_device_with_the_same_global_batch(vtrace):
+    params_1, metrics_1 = run_ppo(1, [3], vtrace=vtrace)
+    params_8, metrics_8 = run_ppo(8, [3], vtrace=vtrace)
     assert_trees_close(params_8, params_1)
     np.testing.assert_allclose(metrics_8["episode_count"], metrics_1["episode_count"])
     # Training did move the parameters (the comparison is not between two initialisations).
-    params_0, _ = run_ppo(1, [3], iters=1)
+    params_0, _ = run_ppo(1, [3], iters=1, vtrace=vtrace)
     diff = jax.tree.map(lambda x, y: np.abs(x - y).max(), params_1, params_0)
     assert max(jax.tree.leaves(diff)) > 1e-3
 

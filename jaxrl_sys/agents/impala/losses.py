@@ -5,62 +5,17 @@ Arrays are time-major trajectories [T, B]. Episode ends follow `jaxrl_sys.core.r
 `next_values[t]` is the value of the state actually reached after step t (the pre-reset final
 observation where an episode ended; `next_values[-1]` is the bootstrap value), terminated
 steps do not bootstrap, truncated ones bootstrap from it, and no trace crosses an episode end.
-The V-trace recursion itself is rlax's (`rlax.vtrace`, with c_bar = 1).
+V-trace itself is `jaxrl_sys.core.returns.vtrace` (rlax's recursion, with c_bar = 1),
+shared with PPO's APPO option.
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import rlax
 
+from jaxrl_sys.core.returns import importance_weights, vtrace
 from jaxrl_sys.core.types import Metrics
-
-
-def importance_weights(target_log_probs: jax.Array, behaviour_log_probs: jax.Array) -> jax.Array:
-    """rho_t = pi(a_t|x_t) / mu(a_t|x_t), [T, B], from the taken actions' log-probabilities
-    under the learner's policy pi and the acting policy mu; no gradient flows through it."""
-    return jax.lax.stop_gradient(jnp.exp(target_log_probs - behaviour_log_probs))
-
-
-def vtrace(
-    behaviour_log_probs: jax.Array,
-    target_log_probs: jax.Array,
-    rewards: jax.Array,
-    values: jax.Array,
-    next_values: jax.Array,
-    terminated: jax.Array,
-    truncated: jax.Array,
-    *,
-    gamma: float,
-    lam: float = 1.0,
-    rho_bar: float = 1.0,
-) -> tuple[jax.Array, jax.Array]:
-    """V-trace value targets vs [T, B] and policy-gradient advantages [T, B].
-
-    With discount_t = gamma (1 - terminated_t), rho_t = min(rho_bar, pi/mu) and
-    c_t = lam min(1, pi/mu) (0 where the episode ended at t):
-        delta_t = rho_t (r_t + discount_t next_values_t - values_t)
-        vs_t    = values_t + delta_t + discount_t c_t (vs_{t+1} - values_{t+1})
-        A_t     = rho_t (r_t + discount_t vs'_t - values_t)
-    where vs'_t = vs_{t+1}, or next_values_t at an episode end and at t = T-1 (the paper's
-    pg advantage; pg rho clipped at rho_bar). Both are constants for the gradient.
-    """
-    values = jax.lax.stop_gradient(values)
-    next_values = jax.lax.stop_gradient(next_values)
-    rhos = importance_weights(target_log_probs, behaviour_log_probs)
-    discounts = gamma * (1.0 - terminated.astype(values.dtype))
-    episode_ended = jnp.logical_or(terminated, truncated)
-    trace_lambda = lam * (1.0 - episode_ended.astype(values.dtype))
-    # rlax takes one trajectory [T]: its values at t-1 are ours at t, its v_t our next_values
-    errors = jax.vmap(rlax.vtrace, in_axes=(1, 1, 1, 1, 1, 1, None), out_axes=1)(
-        values, next_values, rewards, discounts, rhos, trace_lambda, rho_bar,
-    )
-    vs = values + errors
-    later_vs = jnp.concatenate([vs[1:], next_values[-1:]], axis=0)
-    vs_next = jnp.where(episode_ended, next_values, later_vs)
-    pg_advantages = jnp.minimum(rho_bar, rhos) * (rewards + discounts * vs_next - values)
-    return jax.lax.stop_gradient(vs), jax.lax.stop_gradient(pg_advantages)
 
 
 def policy_gradient_loss(log_probs: jax.Array, pg_advantages: jax.Array) -> jax.Array:

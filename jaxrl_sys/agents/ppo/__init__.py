@@ -1,4 +1,4 @@
-"""Proximal Policy Optimisation (clipped objective, GAE), discrete and Gaussian actions.
+"""Proximal Policy Optimisation (clip, GAE or V-trace), discrete and Gaussian actions.
 
 The agent contract (`jaxrl_sys.core.types.AgentDef`), the loss functions (losses.py) and the
 shipped per-env configs and learning promises (defaults.py) of `ppo`; see agent.py."""

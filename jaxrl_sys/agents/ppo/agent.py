@@ -1,4 +1,4 @@
-"""Proximal Policy Optimisation (clipped objective, GAE), discrete and Gaussian actions.
+"""Proximal Policy Optimisation (clip, GAE or V-trace), discrete and Gaussian actions.
 
 Pure functions over explicit state. `make(env, config)` binds the static parts (network,
 optimiser, env) to the functions below and returns an `Agent` whose functions follow the
@@ -14,6 +14,15 @@ defaults.py. Gradients are averaged with `lax.pmean` over `axis_name` (the execu
 device axis). Minibatches are drawn by permuting time steps independently inside each env,
 keyed by the env's global id: the global minibatch is then the same whether the envs sit on
 one device or are split over many, which makes N-device training equal to 1-device training.
+
+With `vtrace=True` (APPO) the advantages and value targets are V-trace's (`core.returns.vtrace`:
+rho_bar = c_bar = 1, the traces' lambda is `gae_lambda`; the advantage carries the clipped rho,
+as in RLlib's APPO and Sample Factory) instead of GAE's, and the clipped ratio stays against
+the acting policy. V-trace is recomputed before every minibatch step with the current
+parameters' log-probabilities over the whole rollout (as Sample Factory does), so its rho is
+the pi/mu that the clipped ratio uses: computed once per rollout, rho would be 1 on the device
+loop and would correct the host loop's lag but never the policy's drift over the epochs. The
+values stay the rollout's (PPO's fixed value targets and clipping reference for the update).
 """
 
 from __future__ import annotations
@@ -38,7 +47,7 @@ from jaxrl_sys.core.config import (
 )
 from jaxrl_sys.core.learner import learning_rate
 from jaxrl_sys.core.networks import ACTIVATIONS, TORSOS, ActorCritic, scan_unroll
-from jaxrl_sys.core.returns import gae
+from jaxrl_sys.core.returns import gae, vtrace
 from jaxrl_sys.core.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
 from jaxrl_sys.core.types import BoundAgent, Env, EnvSpec, HostFns, Metrics, Rollout
 
@@ -70,6 +79,7 @@ class Config(RolloutBudget):
     activation: str = "tanh"
     torso: str = "mlp"  # or "nature_cnn" (Atari frames), "grid_cnn" (MinAtar): shared by both heads
     normalize_obs: bool = False
+    vtrace: bool = False  # APPO: V-trace targets with the current policy (see the module doc)
 
     def validate(self) -> None:
         """Reject values that cannot work, with one line naming the field."""
@@ -83,6 +93,8 @@ class Config(RolloutBudget):
             )
         check_positive(self, "learning_rate", "max_grad_norm", "clip_eps", "reward_scale")
         check_unit_interval(self, "gamma", "gae_lambda")
+        if not isinstance(self.vtrace, bool):
+            raise ConfigError(f"vtrace must be true or false, got {self.vtrace!r}")
         check_choice(self, "activation", ACTIVATIONS)
         check_choice(self, "torso", TORSOS)
         check_layer_widths(self, "hidden")
@@ -197,37 +209,67 @@ def minibatch_loss(network: ActorCritic, config: Config, axis_name: Optional[str
     )
 
 
-def shuffled_minibatches(data: Batch, env_ids: jax.Array, key: jax.Array,
-                         config: Config) -> Batch:
-    """`data` [T, B, ...] as minibatches [num_minibatches, T / num_minibatches, B, ...], time
-    steps permuted inside each env with a key of the env's global id, so the global
-    minibatch is the same whatever the envs' split over devices."""
+def minibatch_indices(env_ids: jax.Array, key: jax.Array, config: Config) -> jax.Array:
+    """Time indices [num_minibatches, T / num_minibatches, B]: each env's steps permuted with a
+    key of the env's global id, so the global minibatch is the same whatever the envs' split
+    over devices, then cut into minibatches."""
     perms = jax.vmap(lambda k: jax.random.permutation(k, config.rollout_steps))(
         per_env_keys(key, env_ids)
     ).T  # [T, B]: for env b, time index perms[t, b] goes to slot t
     steps_per_minibatch = config.rollout_steps // config.num_minibatches
+    return perms.reshape(config.num_minibatches, steps_per_minibatch, perms.shape[1])
 
-    def shuffle(x):
-        """One leaf [T, B, ...] permuted per env and cut into minibatches."""
-        idx = perms.reshape(perms.shape + (1,) * (x.ndim - 2))
-        x = jnp.take_along_axis(x, idx, axis=0)
-        return x.reshape(config.num_minibatches, steps_per_minibatch, *x.shape[1:])
 
-    return jax.tree.map(shuffle, data)
+def take_steps(data: Any, idx: jax.Array) -> Any:
+    """Every leaf [T, B, ...] of `data` at the per-env time indices `idx` [..., B]."""
+    def take(x):
+        """One leaf [T, B, ...] gathered along time."""
+        flat = idx.reshape(-1, idx.shape[-1])
+        gathered = jnp.take_along_axis(x, flat.reshape(flat.shape + (1,) * (x.ndim - 2)), axis=0)
+        return gathered.reshape(*idx.shape, *x.shape[2:])
+
+    return jax.tree.map(take, data)
+
+
+def shuffled_minibatches(data: Batch, env_ids: jax.Array, key: jax.Array,
+                         config: Config) -> Batch:
+    """`data` [T, B, ...] as minibatches [num_minibatches, T / num_minibatches, B, ...] at
+    `minibatch_indices` (steps permuted inside each env)."""
+    return take_steps(data, minibatch_indices(env_ids, key, config))
+
+
+def vtrace_targets(network: ActorCritic, config: Config, params: Any, obs: jax.Array,
+                   traj: Trajectory) -> tuple[jax.Array, jax.Array]:
+    """V-trace's (pg advantages [T, B], value targets vs [T, B]) for the whole rollout under
+    the current `params`' log-probabilities against the acting ones, with the rollout's
+    values: APPO's targets. `obs` [T, B, ...] are the rollout's, normalised."""
+    steps, envs = traj.actions.shape[:2]
+    flat = lambda x: x.reshape(steps * envs, *x.shape[2:])  # noqa: E731
+    log_probs, _, _ = evaluate_actions(network, params, flat(obs), flat(traj.actions))
+    vs, advantages = vtrace(
+        traj.log_probs, log_probs.reshape(steps, envs), traj.rewards, traj.values,
+        traj.next_values, traj.terminated, traj.truncated,
+        gamma=config.gamma, lam=config.gae_lambda,
+    )
+    return advantages, vs
 
 
 def update(network: ActorCritic, optimizer: optax.GradientTransformation, config: Config,
            axis_name: Optional[str], state: State, traj: Trajectory,
            key: jax.Array) -> tuple[State, Metrics]:
-    """PPO epochs over one trajectory [T, B, ...]: GAE, then shuffled minibatch gradient steps
-    (gradients averaged over `axis_name`). Its raw observations are normalised with
-    `state.obs_stats` (those it was collected with), whose statistics then take them in,
-    pooled over envs and devices. Metrics: means over the epochs' minibatches."""
-    advantages, returns = gae(
-        traj.rewards, traj.values, traj.next_values, traj.terminated, traj.truncated,
-        config.gamma, config.gae_lambda,
-    )
+    """PPO epochs over one trajectory [T, B, ...]: GAE (or, with `vtrace`, V-trace before each
+    minibatch step), then shuffled minibatch gradient steps (gradients averaged over
+    `axis_name`). Its raw observations are normalised with `state.obs_stats` (those it was
+    collected with), whose statistics then take them in, pooled over envs and devices.
+    Metrics: means over the epochs' minibatches."""
     obs = obs_norm.normalize(state.obs_stats, traj.obs)
+    if config.vtrace:
+        advantages = returns = jnp.zeros_like(traj.values)  # replaced before every step
+    else:
+        advantages, returns = gae(
+            traj.rewards, traj.values, traj.next_values, traj.terminated, traj.truncated,
+            config.gamma, config.gae_lambda,
+        )
     data = Batch(obs, traj.actions, traj.log_probs, traj.values, advantages, returns)
     grad_fn = jax.grad(functools.partial(minibatch_loss, network, config, axis_name),
                        has_aux=True)
@@ -241,12 +283,22 @@ def update(network: ActorCritic, optimizer: optax.GradientTransformation, config
         params = optax.apply_updates(params, updates)
         return (params, opt_state), metrics
 
+    def vtrace_minibatch_step(carry, idx: jax.Array):
+        """`minibatch_step` on the steps `idx` [M, B] with V-trace targets of the current
+        parameters."""
+        advantages, returns = vtrace_targets(network, config, carry[0], obs, traj)
+        batch = take_steps(data._replace(advantages=advantages, returns=returns), idx)
+        return minibatch_step(carry, batch)
+
     def epoch(carry, epoch_index):
         """One pass over the whole trajectory in freshly shuffled minibatches."""
-        minibatches = shuffled_minibatches(data, traj.env_ids,
-                                           jax.random.fold_in(key, epoch_index), config)
-        return jax.lax.scan(minibatch_step, carry, minibatches,
-                            unroll=scan_unroll(config.torso, config.num_minibatches))
+        epoch_key = jax.random.fold_in(key, epoch_index)
+        unroll = scan_unroll(config.torso, config.num_minibatches)
+        if config.vtrace:
+            return jax.lax.scan(vtrace_minibatch_step, carry,
+                                minibatch_indices(traj.env_ids, epoch_key, config), unroll=unroll)
+        minibatches = shuffled_minibatches(data, traj.env_ids, epoch_key, config)
+        return jax.lax.scan(minibatch_step, carry, minibatches, unroll=unroll)
 
     (params, opt_state), metrics = jax.lax.scan(
         epoch, (state.params, state.opt_state), jnp.arange(config.update_epochs),
@@ -310,8 +362,9 @@ def host_fns(agent: Agent) -> HostFns:
     bootstrapping through truncation, and as the reference of value clipping) are taken with
     the learner's parameters: with staleness 1 the acting parameters are an update older, and
     mixing the two value functions in one advantage biases it.
-    The log-probabilities stay the acting ones: the importance ratio is against the policy
-    that chose the actions.
+    The log-probabilities stay the acting ones: the importance ratio (and, with `vtrace`,
+    V-trace's rho, which corrects the targets for the staleness) is against the policy that
+    chose the actions.
     """
     config = agent.config
 

@@ -2,7 +2,8 @@
 clipped), the entropy term, their weighted sum, and advantage normalisation.
 
 Every array is one flattened minibatch, [N] with N = steps x envs. The targets (advantages and
-returns) are `jaxrl_sys.core.returns.gae`'s, computed once per rollout before the epochs.
+returns) are `jaxrl_sys.core.returns.gae`'s, computed once per rollout before the epochs, or
+with `vtrace=True` V-trace's (IMPALA's `vtrace`), computed before every minibatch step.
 """
 
 from __future__ import annotations
