@@ -352,6 +352,13 @@ def check_unit_interval(config: Any, *names: str) -> None:
             raise ConfigError(f"{name} must be in [0, 1], got {getattr(config, name)}")
 
 
+def check_open_unit_interval(config: Any, *names: str) -> None:
+    """ConfigError naming the first field in `names` outside (0, 1)."""
+    for name in names:
+        if _concrete(getattr(config, name)) and not 0.0 < getattr(config, name) < 1.0:
+            raise ConfigError(f"{name} must be in (0, 1), got {getattr(config, name)}")
+
+
 def check_choice(config: Any, name: str, choices: Any) -> None:
     """ConfigError if field `name` is not one of `choices`."""
     if getattr(config, name) not in choices:

@@ -16,6 +16,7 @@ from jaxrl_sys.agents.dqn.agent import (
     build_optimizer,
     collect,
     epsilon_at,
+    exploration_epsilons,
     first_learning_iteration,
     greedy_action,
     host_fns,
@@ -24,6 +25,7 @@ from jaxrl_sys.agents.dqn.agent import (
     learner_steps,
     learning_rate_schedule,
     make,
+    mean_epsilon,
     update,
 )
 from jaxrl_sys.agents.dqn.config import Config
@@ -59,6 +61,8 @@ __all__ = [
     'learning_rate_schedule',
     'init',
     'epsilon_at',
+    'exploration_epsilons',
+    'mean_epsilon',
     'act',
     'collect',
     'learn',

@@ -99,15 +99,32 @@ def epsilon_at(config: Config, env_steps: jax.Array) -> jax.Array:
     return config.epsilon_start + frac * (config.epsilon_end - config.epsilon_start)
 
 
+def exploration_epsilons(config: Config, env_steps: jax.Array, env_ids: jax.Array) -> jax.Array:
+    """Each env's exploration rate [E] by global env id [E], so the rates are the same however
+    the envs are split: `epsilon_at` for all, or Ape-X's fixed
+    `apex_base ** (1 + apex_alpha * i / (N - 1))` for env i of N (`apex_base` if N = 1)."""
+    if config.exploration == "apex":
+        spread = env_ids.astype(jnp.float32) / max(1, config.num_envs - 1)
+        return jnp.power(config.apex_base, 1.0 + config.apex_alpha * spread)
+    return jnp.broadcast_to(epsilon_at(config, env_steps), env_ids.shape)
+
+
+def mean_epsilon(config: Config, env_steps: jax.Array) -> jax.Array:
+    """The exploration rate logged as `epsilon`: the schedule's, or the mean over all envs."""
+    if config.exploration == "apex":
+        return jnp.mean(exploration_epsilons(config, env_steps, jnp.arange(config.num_envs)))
+    return epsilon_at(config, env_steps)
+
+
 def act(network: QNetwork, params: Any, obs: jax.Array, key: jax.Array, greedy: bool = False,
         epsilon: jax.Array | float = 0.0) -> jax.Array:
     """Greedy or epsilon-greedy actions [B] for observations [B, ...]; per-row keys [B] or
-    one key."""
+    one key; `epsilon` is one rate or one per row [B]."""
     greedy_actions = jnp.argmax(network.apply(params, obs), axis=-1)
     if greedy:
         return greedy_actions
     keys = key if key.ndim == 2 else jax.random.split(key, obs.shape[0])
-    explore = jax.vmap(lambda k: jax.random.uniform(k) < epsilon)(keys)
+    explore = jax.vmap(jax.random.uniform)(keys) < epsilon
     random_actions = jax.vmap(lambda k: jax.random.randint(k, (), 0, network.num_actions))(
         jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
     )
@@ -168,14 +185,15 @@ def collect(config: Config, env: Env, act_fn: Callable, axis_name: Optional[str]
             env_state: EnvState, key: jax.Array) -> tuple[State, EnvState, Metrics, jax.Array]:
     """Step every env `rollout_steps` times epsilon-greedily into replay; returns the state
     (observation statistics updated), the envs and replay, episode metrics and epsilon."""
-    epsilon = epsilon_at(config, state.iteration * config.steps_per_iteration)
+    env_steps = state.iteration * config.steps_per_iteration
+    epsilons = exploration_epsilons(config, env_steps, env_state.envs.env_ids)
     add = add_to_replay(config)
 
     def one_step(carry, t):
         vstate, buffer = carry
         act_key, env_key = jax.random.split(jax.random.fold_in(key, t))
         actions = act_fn(state.params, obs_norm.normalize(state.obs_stats, vstate.obs),
-                         per_env_keys(act_key, vstate.env_ids), epsilon=epsilon)
+                         per_env_keys(act_key, vstate.env_ids), epsilon=epsilons)
         next_vstate, result = step_envs(env, vstate, actions, env_key)
         row = replay_row(vstate.obs, actions, result.reward, result.terminated,
                          result.truncated, result.info["final_observation"])
@@ -187,7 +205,7 @@ def collect(config: Config, env: Env, act_fn: Callable, axis_name: Optional[str]
     )
     episodes = collectives.psum(jax.tree.map(jnp.sum, episodes), axis_name)
     state = state.replace(obs_stats=obs_norm.update(state.obs_stats, seen, axis_name))
-    return state, EnvState(vstate, buffer), episodes, epsilon
+    return state, EnvState(vstate, buffer), episodes, mean_epsilon(config, env_steps)
 
 
 def learn(config: Config, update_fn: Callable, axis_name: Optional[str], state: State,
@@ -270,21 +288,22 @@ def greedy_action(agent: Agent) -> Callable[[State, jax.Array, jax.Array], jax.A
 
 
 def host_fns(agent: Agent) -> HostFns:
-    """DQN for the host loop: epsilon-greedy `act`; rollouts go into replay, then `absorb`."""
+    """DQN for the host loop: epsilon-greedy `act` (the actor's env rows are the global env
+    ids); rollouts go into replay, then `absorb`."""
     config = agent.config
     add = add_to_replay(config)
 
     def host_act(actor, obs, key, env_steps):
         params, obs_stats = actor
-        return agent.act(params, obs_norm.normalize(obs_stats, obs), key,
-                         epsilon=epsilon_at(config, env_steps)), {}
+        epsilons = exploration_epsilons(config, env_steps, jnp.arange(obs.shape[0]))
+        return agent.act(params, obs_norm.normalize(obs_stats, obs), key, epsilon=epsilons), {}
 
     def host_learn(state: State, buffer, rollout: Rollout, key):
         rows = replay_row(rollout.obs, rollout.action, rollout.reward, rollout.terminated,
                           rollout.truncated, rollout.next_obs)
         buffer, _ = jax.lax.scan(lambda b, step: (add(b, step), None), buffer, rows)
         state = state.replace(obs_stats=obs_norm.update(state.obs_stats, rollout.obs, None))
-        epsilon = epsilon_at(config, state.iteration * config.steps_per_iteration)
+        epsilon = mean_epsilon(config, state.iteration * config.steps_per_iteration)
         state, buffer, metrics = agent.absorb(state, buffer, key)
         return state, buffer, {**metrics, "epsilon": epsilon}
 

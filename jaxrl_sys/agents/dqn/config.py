@@ -6,9 +6,11 @@ import dataclasses
 
 from jaxrl_sys.core.config import (
     ConfigError, RolloutBudget, check_at_least, check_budget, check_choice, check_layer_widths,
-    check_positive, check_unit_interval,
+    check_open_unit_interval, check_positive, check_unit_interval,
 )
 from jaxrl_sys.core.networks import ACTIVATIONS, TORSOS
+
+EXPLORATIONS = ("schedule", "apex")  # annealed epsilon for all envs, or Ape-X's fixed per env
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +47,11 @@ class Config(RolloutBudget):
     epsilon_start: float = 1.0
     epsilon_end: float = 0.05
     exploration_fraction: float = 0.25  # of total_steps
+    # "schedule": every env anneals from epsilon_start to epsilon_end; "apex": env i of N keeps
+    # epsilon apex_base ** (1 + apex_alpha * i / (N - 1)) for the whole run (Horgan et al. 2018)
+    exploration: str = "schedule"
+    apex_base: float = 0.4
+    apex_alpha: float = 7.0
     prioritized: bool = False
     priority_alpha: float = 0.6
     priority_beta_start: float = 0.4  # annealed to 1 over training
@@ -67,6 +74,9 @@ class Config(RolloutBudget):
         check_unit_interval(self, "gamma", "tau", "final_lr_fraction", "epsilon_start",
                             "epsilon_end", "exploration_fraction", "priority_alpha",
                             "priority_beta_start", "advantage_learning")
+        check_choice(self, "exploration", EXPLORATIONS)
+        check_open_unit_interval(self, "apex_base")
+        check_at_least(self, 0, "apex_alpha")
         check_choice(self, "activation", ACTIVATIONS)
         check_choice(self, "torso", TORSOS)
         check_layer_widths(self, "hidden")
