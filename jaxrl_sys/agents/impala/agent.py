@@ -36,12 +36,12 @@ from jaxrl_sys.agents.impala.losses import impala_loss
 from jaxrl_sys.agents.impala.networks import (
     build_network, env_actions, sample_actions, sequence_outputs,
 )
+from jaxrl_sys.agents.ppo.agent import build_optimizer  # Adam, clipping, annealing: PPO's
 from jaxrl_sys.core import collectives
 from jaxrl_sys.core.config import (
     ConfigError, RolloutBudget, check_at_least, check_budget, check_choice, check_layer_widths,
     check_positive, check_unit_interval,
 )
-from jaxrl_sys.core.learner import learning_rate
 from jaxrl_sys.core.networks import ACTIVATIONS, TORSOS, ActorCritic, scan_unroll
 from jaxrl_sys.core.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
 from jaxrl_sys.core.types import BoundAgent, Env, EnvSpec, HostFns, Metrics, Rollout
@@ -113,15 +113,6 @@ class Agent(BoundAgent):
     """IMPALA's pure functions bound to one env and config."""
 
     network: ActorCritic
-
-
-def build_optimizer(config: Config) -> optax.GradientTransformation:
-    """Adam with global-norm clipping and (optionally) a linearly annealed learning rate."""
-    updates = config.num_iterations * config.update_epochs * config.num_minibatches
-    lr = learning_rate(config.learning_rate, config.anneal_lr, updates)
-    return optax.chain(
-        optax.clip_by_global_norm(config.max_grad_norm), optax.adam(lr, eps=1e-5)
-    )
 
 
 def init(key: jax.Array, spec: EnvSpec, config: Config) -> State:
