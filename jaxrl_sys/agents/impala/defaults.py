@@ -11,6 +11,10 @@ TUNED: tuple[Tuned, ...] = (
     Tuned("CartPole-v1", dict(num_minibatches=4, reward_scale=0.1),
           "greedy 500.0 over 32 episodes on each of seeds 0-3 at 150k steps; 16/16 seeds "
           "greedy 500.0 (scripts/train.py --seeds 16 --eval-episodes 32)"),
+    # host loop: one worker process per env, so 8 envs of 32 steps, one update per rollout
+    Tuned("gymnasium:CartPole-v1", dict(num_envs=8, num_minibatches=1, reward_scale=0.1),
+          "greedy 500.0 on seeds 0-3 at staleness 0 and 4; at staleness 16 one of 4 "
+          "(docs/notes/impala.md)"),
 )
 
 # What the learning checks hold the shipped defaults to (jaxrl_sys.tools.learning_check)
