@@ -37,15 +37,24 @@ class Counter(gymnasium.Env):
 
 
 class FailingCartPole(CartPoleEnv):
-    """CartPole that fails at its `fail_at`-th step: raises, exits its process, or hangs."""
+    """CartPole that fails at its `fail_at`-th step: raises, exits its process, or hangs;
+    with `only_seed`, only the env first reset with that seed (the env of that global id in
+    a run of seed 0) fails."""
 
-    def __init__(self, fail_at: int = 50, how: str = "raise", **kwargs) -> None:
+    def __init__(self, fail_at: int = 50, how: str = "raise", only_seed: int = -1,
+                 **kwargs) -> None:
         super().__init__(**kwargs)
         self.fail_at, self.how, self.steps = fail_at, how, 0
+        self.only_seed, self.first_seed = only_seed, None
+
+    def reset(self, *, seed=None, options=None):
+        if self.first_seed is None:
+            self.first_seed = seed
+        return super().reset(seed=seed, options=options)
 
     def step(self, action):
         self.steps += 1
-        if self.steps == self.fail_at:
+        if self.steps == self.fail_at and self.only_seed in (-1, self.first_seed):
             if self.how == "raise":
                 raise RuntimeError(f"injected failure at step {self.fail_at}")
             if self.how == "exit":

@@ -72,7 +72,9 @@ def test_host_act_explores_each_env_at_its_epsilon():
     actor = fns.actor_params(state)
     obs = jax.random.normal(jax.random.PRNGKey(1), (num_envs, 4))
     keys = jax.random.split(jax.random.PRNGKey(2), draws)
-    actions = jax.jit(jax.vmap(lambda k: fns.act(actor, obs, k, jnp.asarray(0))[0]))(keys)
+    env_ids = jnp.arange(num_envs)
+    actions = jax.jit(jax.vmap(lambda k: fns.act(actor, obs, jax.random.split(k, num_envs),
+                                                 jnp.asarray(0), env_ids)[0]))(keys)
     greedy = agent.act(state.params, obs, keys[0], greedy=True)
     rate = np.asarray((actions != greedy[None]).mean(axis=0))
     expected = 0.5 * 0.4 ** (1.0 + np.arange(num_envs))

@@ -130,20 +130,21 @@ def test_rollouts_keep_episodes_apart():
     fns = HostFns(
         init=None, actor_params=None, learn=None, num_envs=num_envs, rollout_steps=steps,
         # env 0 always takes action 1 (terminates at count 4), env 1 action 0 (truncated at 5)
-        act=lambda params, obs, key, env_steps: ((jnp.arange(obs.shape[0]) + 1) % 2, {}),
+        act=lambda params, obs, keys, env_steps, env_ids: ((env_ids + 1) % 2, {}),
     )
     vector = env.make_vector(num_envs, "spawn")
     try:
         raw_obs, _ = vector.reset(seed=0)
+        device = jax.devices()[0]
         store = host_loop._ParamStore(staleness=0)
-        store.publish(0, {})
-        rollouts: queue.Queue = queue.Queue()
-        actor = host_loop._Actor(env, vector, env.encode_obs(raw_obs), host_loop._act_fn(fns),
-                                 store, rollouts, jax.random.PRNGKey(0), range(1), steps,
+        store.publish(0, {device: {}})
+        actor = host_loop._Actor(0, env, vector, env.encode_obs(raw_obs), host_loop._act_fn(fns),
+                                 store, jax.random.PRNGKey(0), np.arange(num_envs, dtype=np.int32),
+                                 device, [(device, 0, num_envs)], range(1), steps,
                                  HostLoopConfig())
         actor.run()  # in this thread: one rollout
         assert actor.error is None
-        rollout, episodes = rollouts.get_nowait()
+        [(_, rollout)], episodes = actor.rollouts.get_nowait()
     finally:
         vector.close()
     obs, next_obs = np.asarray(rollout.obs)[..., 0], np.asarray(rollout.next_obs)[..., 0]
@@ -291,7 +292,7 @@ def test_ctrl_c_while_workers_start_leaves_none_behind(monkeypatch):
     (["--env", "gymnasium:CartPole-v1", "--set", "env.bogus=1"], "bad param(s) for env"),
     (["--env", "gymnasium:Blackjack-v1"], "observation space Tuple"),
     (["--agent", "muzero", "--env", "gymnasium:CartPole-v1"], "has no host loop"),
-    (["--env", "gymnasium:CartPole-v1", "--seeds", "2"], "one seed on one device"),
+    (["--env", "gymnasium:CartPole-v1", "--seeds", "2"], "run one seed"),
     (["--agent", "sac", "--env", "gymnasium:CartPole-v1"], "discrete"),
     (["--env", "gymnasium:CartPole-v1", "--staleness", "-1"], "staleness must be >= 0"),
 ])

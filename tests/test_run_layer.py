@@ -38,7 +38,7 @@ def test_a_users_script_trains_and_saves_its_spec(tmp_path):
     (RunSpec(step_timeout=0.0), UsageError, "step_timeout must be > 0"),
     (RunSpec(overrides=("lerning_rate=1",)), ConfigError, "did you mean: learning_rate"),
     (RunSpec(devices=3), PlacementError, "does not divide over 3 devices"),
-    (RunSpec(env="gymnasium:CartPole-v1", seeds=2), UsageError, "one seed on one device"),
+    (RunSpec(env="gymnasium:CartPole-v1", seeds=2), UsageError, "run one seed through"),
     (RunSpec(agent="ppx"), agents.UnknownAgentError, "unknown agent"),
 ])
 def test_bad_specs_are_refused_before_anything_is_created(tmp_path, spec, error, message):

@@ -80,6 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "parameters may lag the learner by; 0 alternates acting and learning")
     p.add_argument("--step-timeout", type=float, default=d.step_timeout,
                    help="host loop: seconds an env step may take before the run is stopped")
+    p.add_argument("--actor-threads", type=int, default=d.actor_threads,
+                   help="host loop: actor threads per process, each stepping its own share of "
+                        "the envs, so that stepping one batch overlaps inference on another")
+    p.add_argument("--actor-devices", type=int, default=d.actor_devices,
+                   help="host loop: of the --devices, how many act (the first ones); the "
+                        "others learn. Default: all act and learn (shared)")
     return p
 
 
@@ -97,7 +103,8 @@ def spec_of(args: argparse.Namespace):
         run_root=args.run_root, progress=not args.no_progress, wandb=args.wandb,
         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints,
         save_replay=not args.no_save_replay, staleness=args.staleness,
-        step_timeout=args.step_timeout, sweep=tuple(args.sweep), samples=args.samples,
+        step_timeout=args.step_timeout, actor_threads=args.actor_threads,
+        actor_devices=args.actor_devices, sweep=tuple(args.sweep), samples=args.samples,
         sweep_batching=args.sweep_batching,
     )
 

@@ -91,6 +91,7 @@ class Rollout(NamedTuple):
     truncated: Any
     next_obs: Any
     extras: dict  # what `act` returned besides the action (e.g. log-probs, values)
+    env_ids: Any = None  # [B] int32 global ids of the envs (the learner's rows of them)
 
 
 class HostFns(NamedTuple):
@@ -98,10 +99,14 @@ class HostFns(NamedTuple):
 
     init(key) -> (agent_state, replay)        replay may be None
     actor_params(agent_state) -> params        what `act` needs, published every update
-    act(params, obs, key, env_steps) -> (action, extras)
+    act(params, obs, keys, env_steps, env_ids) -> (action, extras)
+        obs [B, ...] of the envs of global ids env_ids [B]; keys [B]: one per env, from its
+        id (so actions do not depend on how envs are split over actor threads or devices);
         env_steps: env steps (over all envs) taken before this step, for schedules
     learn(agent_state, replay, rollout, key) -> (agent_state, replay, metrics)
-        replay is donated (updated in place)
+        this learner device's rows of the rollout [T, B_local, ...] (`rollout.env_ids`: their
+        global ids) and of the replay; gradients `pmean`-ed over the "device" axis; replay
+        is donated (updated in place)
     """
 
     init: Callable[[jax.Array], tuple[PyTree, PyTree]]

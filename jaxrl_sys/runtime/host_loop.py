@@ -12,6 +12,13 @@ learning (on-policy, like the on-device loop); staleness 1 collects rollout i wh
 learns from rollout i-1. Because the version is fixed and not "the newest available", a run
 does not depend on thread timing: the same seed gives the same run at any staleness.
 
+With several actor threads (`HostLayout.actor_threads`) each steps its own batch of envs
+(consecutive global ids) on its actor device, so that stepping one batch overlaps inference on
+another; rollout i of every thread uses the same version, and the learner learns from their
+rows together, data-parallel over the learner devices (`jaxrl_sys.runtime.host_placement`).
+Actions are drawn from per-env keys of the envs' global ids, so the run is the same for any
+number of threads, devices or processes.
+
 This module knows neither agents nor envs: an agent supplies `HostFns`, an env a `HostEnv`.
 """
 
@@ -30,7 +37,11 @@ import numpy as np
 
 from jaxrl_sys.runtime.driver import ChunkSummary, EPISODE_KEYS, TrainResult, check_finite, summarize
 from jaxrl_sys.runtime.execution import all_finite
+from jaxrl_sys.core.rollout import per_env_keys
 from jaxrl_sys.core.types import EnvSpec, HostFns, PyTree, Rollout  # noqa: F401  (re-exported)
+from jaxrl_sys.runtime.host_placement import (
+    ENV_AXIS_SPEC, REPLICATED, TIME_MAJOR_SPEC, HostLayout, HostPlacement, place_host,
+)
 from jaxrl_sys.runtime.waiting import check_interrupt, fetch, in_thread, wait_ready
 
 _POLL_SECONDS = 0.05  # how often blocked threads look at the stop flag and the other's error
@@ -127,15 +138,21 @@ def describe_env_error(env_name: str, envs: Any, error: BaseException, timeout: 
 
 
 class _Actor(threading.Thread):
-    """Steps the worker processes with the agent's `act`; hands rollouts to the learner."""
+    """One actor thread: steps its envs with the agent's `act` on its device and hands each
+    rollout to the learner, already cut into the rows of the learner devices and sent there."""
 
-    def __init__(self, env: HostEnv, envs: Any, first_obs: np.ndarray, act: Callable,
-                 store: _ParamStore, rollouts: queue.Queue, key: jax.Array,
-                 iterations: range, steps: int, config: HostLoopConfig) -> None:
-        super().__init__(name="host-loop-actor", daemon=True)
-        self.env, self.envs, self.obs = env, envs, first_obs
-        self.act, self.store, self.rollouts, self.key = act, store, rollouts, key
+    def __init__(self, index: int, env: HostEnv, envs: Any, first_obs: np.ndarray,
+                 act: Callable, store: _ParamStore, key: jax.Array, env_ids: np.ndarray,
+                 device: Any, pieces: list[tuple[Any, int, int]], iterations: range,
+                 steps: int, config: HostLoopConfig) -> None:
+        super().__init__(name=f"host-loop-actor-{index}", daemon=True)
+        self.index, self.env, self.envs, self.obs = index, env, envs, first_obs
+        self.act, self.store, self.key, self.device = act, store, key, device
+        self.env_ids = jax.device_put(env_ids, device)
+        # (learner device, first, last + 1) in this thread's rows: where each part goes
+        self.pieces = pieces
         self.iterations, self.steps, self.config = iterations, steps, config
+        self.rollouts: queue.Queue = queue.Queue(maxsize=config.staleness + 1)
         self.stop = threading.Event()
         self.error: Optional[BaseException] = None
         # seconds spent waiting for parameters, in `act`, in env steps (for diagnosing the pipeline)
@@ -166,6 +183,7 @@ class _Actor(threading.Thread):
         for iteration in self.iterations:
             clock = time.perf_counter()
             params = self.store.get(max(first, iteration - self.config.staleness), self.stop)
+            params = params[self.device]
             now = time.perf_counter()
             self.seconds["param_wait"] += now - clock
             clock = now
@@ -175,7 +193,7 @@ class _Actor(threading.Thread):
                 if self.stop.is_set():
                     raise _Stopped
                 action, step_extras = self.act(params, self.obs, self.key,
-                                               np.int32(iteration * self.steps + t))
+                                               np.int32(iteration * self.steps + t), self.env_ids)
                 action = np.asarray(action)  # the only device-to-host copy of a step
                 extras.append(step_extras)
                 now = time.perf_counter()
@@ -206,12 +224,13 @@ class _Actor(threading.Thread):
                 now = time.perf_counter()
                 self.seconds["host"] += now - clock
                 clock = now
-            # host data in one transfer; `act`'s extras never left the device
-            rollout = jax.device_put(host.rollout()._replace(extras=None))._replace(
-                extras=_stack_steps(extras)
-            )
+            # host data straight to the learner devices; `act`'s extras go device to device
+            rollout = host.rollout()._replace(extras=_stack_steps(extras))
+            parts = [(device, jax.device_put(
+                jax.tree.map(lambda x, a=first_row, b=last_row: x[:, a:b], rollout), device))
+                for device, first_row, last_row in self.pieces]
             self.seconds["host"] += time.perf_counter() - clock
-            self._put((rollout, episodes.take_sums()))
+            self._put((parts, episodes.take_sums()))
 
 
 class _HostRollout:
@@ -270,36 +289,140 @@ def _stack_steps(per_step: list) -> PyTree:
 
 
 def _act_fn(fns: HostFns) -> Callable:
-    """`fns.act` with the step's key and env-step count derived on device from its index."""
+    """`fns.act` with per-env keys of the envs' global ids [B] and the env-step count (over
+    all envs) derived on device from the step's index."""
 
-    def act(params, obs, key, step):
-        env_steps = step * fns.num_envs
-        return fns.act(params, obs, jax.random.fold_in(key, step), env_steps)
+    def act(params, obs, key, step, env_ids):
+        keys = per_env_keys(jax.random.fold_in(key, step), env_ids)
+        return fns.act(params, obs, keys, step * fns.num_envs, env_ids)
 
     return jax.jit(act)
 
 
-def _rollout_shapes(fns: HostFns, env: HostEnv, params: PyTree, act: Callable) -> Rollout:
-    """Abstract shapes of one rollout, to compile `learn` before the workers start stepping."""
+def _rollout_shapes(fns: HostFns, env: HostEnv, params: PyTree, act: Callable,
+                    placement: HostPlacement) -> Rollout:
+    """Abstract shapes and shardings of one global rollout, to compile `learn` before the
+    workers start stepping."""
     b, t = fns.num_envs, fns.rollout_steps
-    obs = jax.ShapeDtypeStruct((b, *env.spec.obs_shape), jnp.dtype(env.spec.obs_dtype))
-    action, extras = jax.eval_shape(act, params, obs, jax.random.PRNGKey(0), np.int32(0))
+    rows = placement.layout.thread_envs
+    obs = jax.ShapeDtypeStruct((rows, *env.spec.obs_shape), jnp.dtype(env.spec.obs_dtype))
+    ids = jax.ShapeDtypeStruct((rows,), jnp.int32)
+    action, extras = jax.eval_shape(act, params, obs, jax.random.PRNGKey(0), np.int32(0), ids)
+    sharding = placement.sharding(TIME_MAJOR_SPEC)
 
     def over_time(x):
-        return jax.ShapeDtypeStruct((t, *x.shape), x.dtype)
+        return jax.ShapeDtypeStruct((t, b, *x.shape[1:]), x.dtype, sharding=sharding)
 
-    scalar = lambda dtype: jax.ShapeDtypeStruct((t, b), dtype)  # noqa: E731
+    scalar = lambda dtype: jax.ShapeDtypeStruct((t, b), dtype, sharding=sharding)  # noqa: E731
     return Rollout(
         obs=over_time(obs), action=over_time(action), reward=scalar(jnp.float32),
         terminated=scalar(jnp.bool_), truncated=scalar(jnp.bool_), next_obs=over_time(obs),
         extras=jax.tree.map(over_time, extras),
+        env_ids=jax.ShapeDtypeStruct((b,), jnp.int32,
+                                     sharding=placement.sharding(ENV_AXIS_SPEC)),
     )
 
 
+def _learn_fn(fns: HostFns, placement: HostPlacement) -> Callable:
+    """`fns.learn` data-parallel over the learner mesh: rollout rows and replay rows split
+    over it, agent state replicated (the agent `pmean`s its gradients over "device")."""
+    rollout_spec = Rollout(*([TIME_MAJOR_SPEC] * 6), extras=TIME_MAJOR_SPEC,
+                           env_ids=ENV_AXIS_SPEC)
+    sharded = jax.shard_map(
+        fns.learn, mesh=placement.mesh,
+        in_specs=(REPLICATED, ENV_AXIS_SPEC, rollout_spec, REPLICATED),
+        out_specs=(REPLICATED, ENV_AXIS_SPEC, REPLICATED),
+        check_vma=False,  # see jaxrl_sys.runtime.execution: pmean of a replicated gradient
+    )
+    return jax.jit(sharded, donate_argnums=(1,))
+
+
+def _global_rollout(parts: list[list[tuple[Any, Rollout]]], env_ids: jax.Array,
+                    placement: HostPlacement) -> Rollout:
+    """The threads' parts (already on their learner devices, in env order) as one rollout of
+    global arrays [T, B, ...] split over the learner mesh."""
+    by_device: dict[Any, list[Rollout]] = {}
+    for thread_parts in parts:
+        for device, part in thread_parts:
+            by_device.setdefault(device, []).append(part)
+    shards = [jax.tree.map(lambda *xs: xs[0] if len(xs) == 1 else jnp.concatenate(xs, axis=1),
+                           *pieces) for pieces in by_device.values()]
+    sharding = placement.sharding(TIME_MAJOR_SPEC)
+    num_envs = placement.layout.num_envs
+
+    def assemble(*leaves: jax.Array) -> jax.Array:
+        shape = (leaves[0].shape[0], num_envs, *leaves[0].shape[2:])
+        return jax.make_array_from_single_device_arrays(shape, sharding, list(leaves))
+
+    return jax.tree.map(assemble, *shards)._replace(env_ids=env_ids)
+
+
+def _global_env_ids(placement: HostPlacement) -> jax.Array:
+    """Global env ids [B], split over the learner mesh like the rollout's rows."""
+    sharding = placement.sharding(ENV_AXIS_SPEC)
+    ids = np.arange(placement.layout.num_envs, dtype=np.int32)
+    return jax.make_array_from_callback(ids.shape, sharding, lambda index: ids[index])
+
+
+def _actor_params(fns: HostFns, agent_state: PyTree, devices: set) -> dict[Any, PyTree]:
+    """The acting parameters on every actor device (from the learner's replicated state)."""
+    params = jax.tree.map(lambda x: x.addressable_data(0), fns.actor_params(agent_state))
+    return {device: jax.device_put(params, device) for device in devices}
+
+
 def _stack_chunk(metrics: list[dict]) -> dict:
-    """Per-iteration metrics of one chunk as [1 seed, K] arrays for `driver.summarize`."""
+    """Per-iteration metrics of one chunk as [1 seed, K] arrays for `driver.summarize`; the
+    episode sums are added up over processes."""
     host = fetch(metrics)
-    return {k: np.asarray([[float(m[k]) for m in host]]) for k in host[0]}
+    stacked = {k: np.asarray([[float(m[k]) for m in host]]) for k in host[0]}
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        local = np.stack([stacked[k] for k in EPISODE_KEYS])
+        total = np.asarray(multihost_utils.process_allgather(local)).sum(axis=0)
+        stacked.update({k: total[i] for i, k in enumerate(EPISODE_KEYS)})
+    return stacked
+
+
+def _thread_pieces(placement: HostPlacement, thread: int) -> list[tuple[Any, int, int]]:
+    """(learner device, first, last + 1) of the parts of thread `thread`'s rows that each
+    learner device of this process holds, in the thread's own rows."""
+    start = thread * placement.layout.thread_envs
+    stop = start + placement.layout.thread_envs
+    return [(device, max(first, start) - start, min(last, stop) - start)
+            for device, first, last in placement.local_learner_rows()
+            if first < stop and last > start]
+
+
+def _start_envs(env: HostEnv, placement: HostPlacement, seed: int,
+                config: HostLoopConfig) -> list[tuple[Any, np.ndarray]]:
+    """Each actor thread's vector env, reset with the seeds of its envs' global ids (env i
+    gets seed + i, as one vector of all envs gives it), and its first observations."""
+    started: list[tuple[Any, np.ndarray]] = []
+    try:
+        for thread in range(placement.layout.actor_threads):
+            envs = env.make_vector(placement.layout.thread_envs, config.start_method)
+            started.append((envs, None))
+            try:
+                envs.reset_async(seed=seed + int(placement.thread_env_ids(thread)[0]))
+                raw_obs, _ = envs.reset_wait(timeout=config.step_timeout)
+            except Exception as error:
+                raise HostLoopError(describe_env_error(
+                    _thread_name(env, placement, thread), envs, error, config.step_timeout)
+                ) from error
+            started[-1] = (envs, env.encode_obs(raw_obs))
+    except BaseException:
+        for envs, _ in started:
+            _shutdown(None, envs, terminate=True)
+        raise
+    return started
+
+
+def _thread_name(env: HostEnv, placement: HostPlacement, thread: int) -> str:
+    """The env's name, and the actor thread's where there are several."""
+    if placement.layout.actor_threads == 1:
+        return env.name
+    return f"{env.name} (actor thread {thread})"
 
 
 def train(
@@ -310,6 +433,7 @@ def train(
     num_iterations: int,
     iters_per_chunk: int,
     config: HostLoopConfig = HostLoopConfig(),
+    placement: Optional[HostPlacement] = None,
     on_chunk: Optional[Callable[[ChunkSummary, float], bool]] = None,
     checkpoint_every: int = 0,
     on_checkpoint: Optional[Callable[[int, PyTree], None]] = None,
@@ -318,6 +442,7 @@ def train(
 ) -> TrainResult:
     """Train one seed through the host loop; `on_chunk` as in `jaxrl_sys.runtime.driver.train`.
 
+    `placement` (default: one actor thread and one device) says where actors and learner run.
     `on_checkpoint(chunk, carry)` is called after every `checkpoint_every`-th chunk and the
     last, with the learner's carry (`initial_carry`'s structure: agent state and replay).
     Given a restored `carry` and `start_chunk`, training continues with the iterations after
@@ -325,57 +450,66 @@ def train(
     live in the workers.
 
     Raises `HostLoopError` if an env raises, a worker dies or a step exceeds
-    `config.step_timeout`, and `NonFiniteError` (before checkpointing) if the learner's state
-    goes non-finite or a metric infinite. Worker processes are shut down on every exit path (errors and
-    KeyboardInterrupt included).
+    `config.step_timeout` (naming the actor thread where there are several), and
+    `NonFiniteError` (before checkpointing) if the learner's state goes non-finite or a metric
+    infinite. Worker processes are shut down on every exit path (errors and KeyboardInterrupt
+    included).
     """
     config.validate()
+    if placement is None:
+        placement = place_host(HostLayout(fns.num_envs))
     start = time.perf_counter()
     key = jax.random.PRNGKey(seed)
     _, actor_key, learn_key = jax.random.split(key, 3)  # the first is initial_carry's
-    envs = env.make_vector(fns.num_envs, config.start_method)
-    actor: Optional[_Actor] = None
+    started = _start_envs(env, placement, seed, config)
+    actors: list[_Actor] = []
     failed = True
     try:
-        try:
-            envs.reset_async(seed=seed)
-            raw_obs, _ = envs.reset_wait(timeout=config.step_timeout)
-        except Exception as error:
-            raise HostLoopError(describe_env_error(env.name, envs, error, config.step_timeout)) \
-                from error
         if carry is None:
-            carry = initial_carry(fns, seed)
+            carry = initial_carry(fns, seed, placement)
         agent_state, replay = carry["agent_state"], carry.get("replay")
         first_iteration = min(start_chunk * iters_per_chunk, num_iterations)
         act = _act_fn(fns)
-        params = fns.actor_params(agent_state)
-        learn = in_thread(lambda: jax.jit(fns.learn, donate_argnums=(1,)).lower(
-            agent_state, replay, _rollout_shapes(fns, env, params, act), learn_key
+        devices = placement.thread_devices()
+        params = _actor_params(fns, agent_state, set(devices))
+        example = params[devices[0]]
+        learn = in_thread(lambda: _learn_fn(fns, placement).lower(
+            agent_state, replay, _rollout_shapes(fns, env, example, act, placement), learn_key
         ).compile())
-        first_obs = env.encode_obs(raw_obs)
-        _, extras = in_thread(lambda: act(params, first_obs, actor_key, np.int32(0)))
-        wait_ready(_stack_steps([extras] * fns.rollout_steps))
+        for thread, device in enumerate(devices):
+            ids = placement.thread_env_ids(thread)
+            _, extras = in_thread(lambda: act(params[device], started[thread][1], actor_key,
+                                              np.int32(0), jax.device_put(ids, device)))
+            wait_ready(_stack_steps([extras] * fns.rollout_steps))
+        env_ids = _global_env_ids(placement)
         compile_seconds = time.perf_counter() - start
 
         store = _ParamStore(config.staleness)
         store.publish(first_iteration, params)
-        rollouts: queue.Queue = queue.Queue(maxsize=config.staleness + 1)
-        actor = _Actor(env, envs, first_obs, act, store, rollouts, actor_key,
-                       range(first_iteration, num_iterations), fns.rollout_steps, config)
+        actors = [
+            _Actor(thread, env, envs, obs, act, store, actor_key,
+                   placement.thread_env_ids(thread), devices[thread],
+                   _thread_pieces(placement, thread), range(first_iteration, num_iterations),
+                   fns.rollout_steps, config)
+            for thread, (envs, obs) in enumerate(started)
+        ]
         train_start = time.perf_counter()
-        actor.start()
+        for actor in actors:
+            actor.start()
 
         history: list[ChunkSummary] = []
         chunk_metrics: list[dict] = []
         learner_wait = 0.0
         for iteration in range(first_iteration, num_iterations):
             clock = time.perf_counter()
-            rollout, episodes = _next_rollout(rollouts, actor, env, envs, config)
+            items = [_next_rollout(actor, actors, env, placement, config) for actor in actors]
+            rollout = _global_rollout([parts for parts, _ in items], env_ids, placement)
+            episodes = {k: sum(sums[k] for _, sums in items) for k in EPISODE_KEYS}
             learner_wait += time.perf_counter() - clock
             agent_state, replay, metrics = learn(
                 agent_state, replay, rollout, jax.random.fold_in(learn_key, iteration)
             )
-            store.publish(iteration + 1, fns.actor_params(agent_state))
+            store.publish(iteration + 1, _actor_params(fns, agent_state, set(devices)))
             chunk_metrics.append({**metrics, **episodes})
             if len(chunk_metrics) == iters_per_chunk or iteration == num_iterations - 1:
                 chunk = start_chunk + len(history)
@@ -394,18 +528,23 @@ def train(
                     break
         wait_ready(agent_state)
         failed = False
-        seconds = {f"actor_{k}": v for k, v in actor.seconds.items()}
+        seconds = {f"actor_{k}": sum(a.seconds[k] for a in actors) / len(actors)
+                   for k in actors[0].seconds}
         return TrainResult(_carry(agent_state, replay), history, compile_seconds,
                            time.perf_counter() - train_start,
                            {**seconds, "learner_rollout_wait": learner_wait})
     finally:
-        _shutdown(actor, envs, terminate=failed)
+        _shutdown_all(actors, [envs for envs, _ in started], terminate=failed)
 
 
-def initial_carry(fns: HostFns, seed: int) -> PyTree:
-    """A fresh learner carry for `seed`: {"agent_state", "replay"} (no replay if None)."""
+def initial_carry(fns: HostFns, seed: int, placement: Optional[HostPlacement] = None) -> PyTree:
+    """A fresh learner carry for `seed`: {"agent_state", "replay"} (no replay if None), the
+    state replicated over the learner mesh and the replay's env rows split over it."""
+    if placement is None:
+        placement = place_host(HostLayout(fns.num_envs))
     init_key = jax.random.split(jax.random.PRNGKey(seed), 3)[0]
-    agent_state, replay = in_thread(lambda: jax.jit(fns.init)(init_key))
+    shardings = (placement.sharding(REPLICATED), placement.sharding(ENV_AXIS_SPEC))
+    agent_state, replay = in_thread(lambda: jax.jit(fns.init, out_shardings=shardings)(init_key))
     return _carry(agent_state, replay)
 
 
@@ -414,22 +553,34 @@ def _carry(agent_state: PyTree, replay: PyTree) -> dict:
         {"agent_state": agent_state, "replay": replay}
 
 
-def _next_rollout(rollouts: queue.Queue, actor: _Actor, env: HostEnv, envs: Any,
-                  config: HostLoopConfig) -> tuple[Rollout, dict]:
-    """The actor's next rollout, or the actor's error as a `HostLoopError`."""
+def _next_rollout(actor: _Actor, actors: list[_Actor], env: HostEnv, placement: HostPlacement,
+                  config: HostLoopConfig) -> tuple[list, dict]:
+    """`actor`'s next rollout, or the first failed actor's error as a `HostLoopError`."""
     while True:
         check_interrupt()  # a Ctrl-C that Python dropped (see jaxrl_sys.waiting)
         try:
-            return rollouts.get(timeout=_POLL_SECONDS)
+            return actor.rollouts.get(timeout=_POLL_SECONDS)
         except queue.Empty:
-            if isinstance(actor.error, KeyboardInterrupt):  # Ctrl-C reached the workers first
-                raise KeyboardInterrupt
-            if actor.error is not None:
-                raise HostLoopError(
-                    describe_env_error(env.name, envs, actor.error, config.step_timeout)
-                ) from actor.error
-            if not actor.is_alive():
-                raise HostLoopError(f"env {env.name}: the actor thread stopped early")
+            for other in actors:
+                if isinstance(other.error, KeyboardInterrupt):  # Ctrl-C reached the workers
+                    raise KeyboardInterrupt
+            for other in actors:
+                name = _thread_name(env, placement, other.index)
+                if other.error is not None:
+                    raise HostLoopError(
+                        describe_env_error(name, other.envs, other.error, config.step_timeout)
+                    ) from other.error
+                if not other.is_alive() and other.rollouts.empty() and other is actor:
+                    raise HostLoopError(f"env {name}: the actor thread stopped early")
+
+
+def _shutdown_all(actors: list[_Actor], all_envs: list[Any], terminate: bool) -> None:
+    """Stop every actor thread, then reap every vector env's workers."""
+    for actor in actors:
+        actor.stop.set()
+    threads = {id(a.envs): a for a in actors}
+    for envs in all_envs:
+        _shutdown(threads.get(id(envs)), envs, terminate)
 
 
 def _shutdown(actor: Optional[_Actor], envs: Any, terminate: bool) -> None:

@@ -132,10 +132,15 @@ class DeviceLoop:
 
 
 class HostLoop:
-    """One seed with its envs in worker processes (Gymnasium), learning on the device."""
+    """One seed with its envs in worker processes or envpool threads (Sebulba: actor threads
+    on actor devices, a learner data-parallel over the learner devices of every process)."""
 
     def __init__(self, resolved: ResolvedRun, env: Any, agent: Any) -> None:
+        import jax
+
         from jaxrl_sys.runtime import host_loop
+        from jaxrl_sys.runtime.host_placement import place_host
+        from jaxrl_sys.runtime.run_spec import host_layout
 
         spec = resolved.spec
         self.env, self.fns, self.seed = env, resolved.module.host_fns(agent), spec.seed
@@ -143,11 +148,12 @@ class HostLoop:
         self.iters_per_chunk, self.num_chunks = chunking(self.num_iterations, spec.chunks)
         self.config = host_loop.HostLoopConfig(staleness=spec.staleness,
                                                step_timeout=spec.step_timeout)
+        self.placement = place_host(host_layout(spec, resolved.config, jax.process_count()))
 
     def template(self) -> PyTree:
         from jaxrl_sys.runtime import host_loop
 
-        return host_loop.initial_carry(self.fns, self.seed)
+        return host_loop.initial_carry(self.fns, self.seed, self.placement)
 
     def train(self, on_chunk: OnChunk, on_checkpoint: OnCheckpoint, checkpoint_every: int,
               carry: Optional[PyTree] = None, start_chunk: int = 0) -> driver.TrainResult:
@@ -155,7 +161,8 @@ class HostLoop:
 
         return host_loop.train(
             self.env, self.fns, seed=self.seed, num_iterations=self.num_iterations,
-            iters_per_chunk=self.iters_per_chunk, config=self.config, on_chunk=on_chunk,
+            iters_per_chunk=self.iters_per_chunk, config=self.config,
+            placement=self.placement, on_chunk=on_chunk,
             checkpoint_every=checkpoint_every, on_checkpoint=on_checkpoint, carry=carry,
             start_chunk=start_chunk,
         )

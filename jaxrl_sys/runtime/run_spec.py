@@ -54,6 +54,8 @@ class RunSpec:
     # host loop (gymnasium: and envpool: envs)
     staleness: int = 1
     step_timeout: float = 60.0
+    actor_threads: int = 1  # per process, each with its own envs
+    actor_devices: Optional[int] = None  # of `devices`, the acting ones; None: all (shared)
     # hyper-parameter sweep (jaxrl_sys.sweeps): "key=v1,v2" grids, "key=log:lo:hi" ranges
     sweep: tuple[str, ...] = ()
     samples: int = 0  # draws of the sweep's ranges
@@ -61,7 +63,7 @@ class RunSpec:
 
     def check(self) -> None:
         """Refuse counts that cannot work, with one line naming the field."""
-        for name in ("devices", "seeds", "chunks", "keep_checkpoints"):
+        for name in ("devices", "seeds", "chunks", "keep_checkpoints", "actor_threads"):
             if getattr(self, name) < 1:
                 raise UsageError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("seed", "checkpoint_every", "staleness", "samples"):
@@ -73,6 +75,9 @@ class RunSpec:
             raise UsageError(f"eval_episodes must be >= 0, got {self.eval_episodes}")
         if not self.step_timeout > 0:
             raise UsageError(f"step_timeout must be > 0, got {self.step_timeout}")
+        if self.actor_devices is not None and not 1 <= self.actor_devices <= self.devices:
+            raise UsageError(f"actor_devices must be 1 .. devices ({self.devices}), got "
+                             f"{self.actor_devices}")
         if self.wandb is not None:
             self._check_wandb()
 
@@ -141,9 +146,9 @@ class ResolvedRun:
 
     def build(self, registry: EnvRegistry) -> tuple[Any, Any]:
         """(env, agent): the training env and the agent made from the config."""
-        if self.host:
+        if self.host:  # the learner is data-parallel over "device" (host_placement)
             env = registry.make_host(self.env_name, **self.env_kwargs)
-            return env, self.module.make(env, self.config, axis_name=None)
+            return env, self.module.make(env, self.config)
         env = registry.make(self.env_name, **self.env_kwargs)
         return env, self.module.make(env, self.config)
 
@@ -155,12 +160,14 @@ class ResolvedRun:
 
 
 def resolve(spec: RunSpec, load_agent: Callable[[str], AgentDef],
-            registry: EnvRegistry, saved_run: Optional[Union[str, Path]] = None) -> ResolvedRun:
+            registry: EnvRegistry, saved_run: Optional[Union[str, Path]] = None,
+            processes: int = 1) -> ResolvedRun:
     """Check `spec` completely (counts, agent, env, config, placement); touches no device.
 
     `saved_run`: the run directory `spec` was loaded from; its run.json's config is used as
     saved, so that a saved run stays the run it was when the shipped defaults change.
 
+    `processes`: how many processes the run spans (a host-loop run splits its envs over them).
     Raises UsageError, ConfigError, PlacementError or the loader's and registry's own errors,
     each one line.
     """
@@ -187,13 +194,25 @@ def resolve(spec: RunSpec, load_agent: Callable[[str], AgentDef],
     else:
         eval_episodes = 0 if host else getattr(module, "DEFAULT_EVAL_EPISODES", 0)
     if host:
-        _check_host(spec, module, config)
+        _check_host(spec, module, config, processes)
     else:
+        if spec.actor_threads != 1 or spec.actor_devices is not None:
+            raise UsageError("--actor-threads and --actor-devices are for host-loop envs "
+                             "(gymnasium:, envpool:); the device loop acts on every device")
         check_placement(config.num_envs, spec.devices, eval_episodes)
     return ResolvedRun(spec, module, env_name, config, env_kwargs, host, eval_episodes)
 
 
-def _check_host(spec: RunSpec, module: AgentDef, config: Any) -> None:
+def host_layout(spec: RunSpec, config: Any, processes: int = 1) -> Any:
+    """The host loop's placement counts (`jaxrl_sys.runtime.host_placement.HostLayout`)."""
+    from jaxrl_sys.runtime.host_placement import HostLayout
+
+    return HostLayout(num_envs=config.num_envs, devices=spec.devices,
+                      actor_devices=spec.actor_devices, actor_threads=spec.actor_threads,
+                      processes=processes)
+
+
+def _check_host(spec: RunSpec, module: AgentDef, config: Any, processes: int) -> None:
     """What the host loop (gymnasium: and envpool: envs) does not do, as one-line usage errors."""
     if not isinstance(module, HostAgentDef):
         raise UsageError(f"agent {spec.agent!r} has no host loop (host_fns), so it cannot train "
@@ -201,9 +220,10 @@ def _check_host(spec: RunSpec, module: AgentDef, config: Any) -> None:
     problem = getattr(module, "host_config_problem", lambda config: None)(config)
     if problem:
         raise UsageError(problem)
-    if spec.devices != 1 or spec.seeds != 1:
-        raise UsageError("host-loop envs (gymnasium:, envpool:) run one seed on one device "
-                         "through the host loop; use --devices 1 --seeds 1")
+    if spec.seeds != 1:
+        raise UsageError("host-loop envs (gymnasium:, envpool:) run one seed through the host "
+                         "loop; use --seeds 1")
+    host_layout(spec, config, processes).check()
     if spec.eval_opponent is not None:
         raise UsageError("--eval-opponent is for two-player games on device, not host-loop envs")
     if spec.eval_episodes:

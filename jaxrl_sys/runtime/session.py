@@ -229,12 +229,10 @@ def run(spec: RunSpec, load_agent: Callable[[str], Any], registry: EnvRegistry, 
     from jaxrl_sys.runtime.loops import make_loop
     from jaxrl_sys.runtime.metrics import make_run_dir
 
-    resolved = resolve(spec, load_agent, registry, saved_run=resume)
     multi = group is not None and group.multi
+    resolved = resolve(spec, load_agent, registry, saved_run=resume,
+                       processes=group.num_processes if multi else 1)
     if multi:
-        if resolved.host:
-            raise UsageError("host-loop envs (gymnasium:, envpool:) run in one process "
-                             "(no --coordinator)")
         if spec.devices % group.num_processes:
             raise UsageError(f"--devices {spec.devices} does not divide over "
                              f"{group.num_processes} processes")

@@ -293,10 +293,10 @@ def host_fns(agent: Agent) -> HostFns:
     config = agent.config
     add = add_to_replay(config)
 
-    def host_act(actor, obs, key, env_steps):
+    def host_act(actor, obs, keys, env_steps, env_ids):
         params, obs_stats = actor
-        epsilons = exploration_epsilons(config, env_steps, jnp.arange(obs.shape[0]))
-        return agent.act(params, obs_norm.normalize(obs_stats, obs), key, epsilon=epsilons), {}
+        epsilons = exploration_epsilons(config, env_steps, env_ids)
+        return agent.act(params, obs_norm.normalize(obs_stats, obs), keys, epsilon=epsilons), {}
 
     def host_learn(state: State, buffer, rollout: Rollout, key):
         rows = replay_row(rollout.obs, rollout.action, rollout.reward, rollout.terminated,

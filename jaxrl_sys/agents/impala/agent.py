@@ -254,9 +254,10 @@ def host_fns(agent: Agent) -> HostFns:
     rollout keeps their log-probabilities, against which V-trace weighs the learner's."""
     config = agent.config
 
-    def act(params, obs, key, env_steps):
-        """Sampled actions [B] for the workers' observations [B, ...], and their log-probs."""
-        action, log_prob, _ = agent.act(params, obs, key)
+    def act(params, obs, keys, env_steps, env_ids):
+        """Sampled actions [B] for the workers' observations [B, ...] (per-env keys [B]),
+        and their log-probs."""
+        action, log_prob, _ = agent.act(params, obs, keys)
         return action, {"log_prob": log_prob}
 
     def learn(state: State, replay, rollout: Rollout, key):

@@ -368,10 +368,11 @@ def host_fns(agent: Agent) -> HostFns:
     """
     config = agent.config
 
-    def act(actor, obs, key, env_steps):
-        """Sampled actions [B] for the workers' observations [B, ...], and their log-probs."""
+    def act(actor, obs, keys, env_steps, env_ids):
+        """Sampled actions [B] for the workers' observations [B, ...] (per-env keys [B]),
+        and their log-probs."""
         params, obs_stats = actor
-        action, log_prob, _ = agent.act(params, obs_norm.normalize(obs_stats, obs), key)
+        action, log_prob, _ = agent.act(params, obs_norm.normalize(obs_stats, obs), keys)
         return action, {"log_prob": log_prob}
 
     def learn(state: State, replay, rollout: Rollout, key):
@@ -387,7 +388,7 @@ def host_fns(agent: Agent) -> HostFns:
             obs=rollout.obs, actions=rollout.action, log_probs=rollout.extras["log_prob"],
             values=values_of(rollout.obs), next_values=values_of(rollout.next_obs),
             rewards=rollout.reward * config.reward_scale, terminated=rollout.terminated,
-            truncated=rollout.truncated, env_ids=jnp.arange(envs),
+            truncated=rollout.truncated, env_ids=rollout.env_ids,
         )
         state, metrics = agent.update(state, trajectory, key)
         return state, replay, metrics

@@ -139,14 +139,14 @@ def host_actor_params(state: State) -> tuple[Params, Optional[obs_norm.RunningSt
 
 
 def host_act(setup: Setup, actor: tuple[Params, Optional[obs_norm.RunningStats]],
-             obs: jax.Array, key: jax.Array, env_steps: jax.Array) -> tuple[jax.Array, dict]:
-    """The host loop's actions [B, A] for observations [B, ...], with white noise (random
-    before `learning_starts`), and no extras."""
+             obs: jax.Array, keys: jax.Array, env_steps: jax.Array,
+             env_ids: jax.Array) -> tuple[jax.Array, dict]:
+    """The host loop's actions [B, A] for observations [B, ...] (per-env keys [B]), with
+    white noise (random before `learning_starts`), and no extras."""
     params, obs_stats = actor
-    act_key, explore_key = jax.random.split(key)
-    keys = lambda k: jax.random.split(k, obs.shape[0])  # noqa: E731
+    act_keys, explore_keys = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
     return policy_or_explore(setup, params, obs_norm.normalize(obs_stats, obs),
-                             white_noise(keys(act_key), setup.action_dim), keys(explore_key),
+                             white_noise(act_keys, setup.action_dim), explore_keys,
                              env_steps), {}
 
 
