@@ -13,7 +13,7 @@ import argparse
 import statistics
 import sys
 
-from bench_host import host_ppo_steps_per_second, raw_steps_per_second
+from bench_host import host_steps_per_second, raw_steps_per_second
 
 FRAME_SKIP = 4
 
@@ -32,7 +32,7 @@ def atari_table(game: str = "Breakout", num_envs: int = 8, repeats: int = 3,
     for _ in range(repeats):
         for label, name in names.items():
             raw[label].append(FRAME_SKIP * raw_steps_per_second(name, num_envs, raw_steps))
-            rate, _ = host_ppo_steps_per_second(name, num_envs, iterations, staleness=1)
+            rate, _ = host_steps_per_second("ppo", name, num_envs, iterations, staleness=1)
             ppo[label].append(FRAME_SKIP * rate)
     rows = [
         f"### Atari: {game}, {num_envs} envs (median of {repeats}; frames = 4 x agent steps)",
@@ -50,10 +50,48 @@ def atari_table(game: str = "Breakout", num_envs: int = 8, repeats: int = 3,
     return rows
 
 
+# DQN on Atari frames for the throughput rows: the Nature torso, Ape-X's per-env epsilons,
+# one update of 32 per 4 agent steps as in the Nature DQN, a small replay, learning at once
+DQN_ATARI = {"torso": "nature_cnn", "exploration": "apex", "rollout_steps": 4,
+             "updates_per_iteration": 8, "batch_size": 32, "buffer_size": 8192,
+             "learning_starts": 512}
+# (label, agent, actor threads, devices, config overrides)
+SEBULBA_CASES = (
+    ("PPO", "ppo", 1, 1, {}),
+    ("PPO", "ppo", 2, 1, {}),
+    ("DQN, Ape-X epsilons", "dqn", 1, 1, DQN_ATARI),
+    ("DQN, Ape-X epsilons", "dqn", 2, 2, DQN_ATARI),
+)
+
+
+def sebulba_table(game: str = "Breakout", num_envs: int = 8, repeats: int = 3,
+                  iterations: int = 4) -> list[str]:
+    """Markdown rows: training frames/s on `envpool:<game>-v5` through the host loop with 1
+    and 2 actor threads (PPO), and DQN with Ape-X exploration on 1 and 2 devices (medians)."""
+    name = f"envpool:{game}-v5"
+    rates: dict[int, list[float]] = {i: [] for i in range(len(SEBULBA_CASES))}
+    for _ in range(repeats):
+        for i, (_, agent, threads, devices, overrides) in enumerate(SEBULBA_CASES):
+            steps = iterations if agent == "ppo" else iterations * 32  # the same env steps
+            rate, _ = host_steps_per_second(agent, name, num_envs, steps, staleness=1,
+                                            threads=threads, devices=devices,
+                                            overrides=overrides)
+            rates[i].append(FRAME_SKIP * rate)
+    rows = [
+        f"### Sebulba: `{name}`, {num_envs} envs, training frames/s (median of {repeats})",
+        "",
+        "| agent | actor threads | devices | frames/s |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for i, (label, _, threads, devices, _) in enumerate(SEBULBA_CASES):
+        rows.append(f"| {label} | {threads} | {devices} | {statistics.median(rates[i]):,.0f} |")
+    return rows + [""]
+
+
 def main() -> int:
     from jaxrl_sys.runtime.devices import request_devices
 
-    request_devices(1)  # the same XLA:CPU flags as scripts/train.py
+    request_devices(2)  # the XLA:CPU flags of scripts/train.py; two devices for the DQN row
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--game", default="Breakout")
     parser.add_argument("--num-envs", type=int, default=8)
@@ -61,9 +99,13 @@ def main() -> int:
     parser.add_argument("--raw-steps", type=int, default=1000)
     parser.add_argument("--iterations", type=int, default=4,
                         help="PPO iterations (of num_envs x 128 steps) timed per repeat")
+    parser.add_argument("--sebulba-only", action="store_true",
+                        help="only the envpool table of actor threads and devices")
     args = parser.parse_args()
-    print("\n".join(atari_table(args.game, args.num_envs, args.repeats, args.raw_steps,
-                                args.iterations)))
+    if not args.sebulba_only:
+        print("\n".join(atari_table(args.game, args.num_envs, args.repeats, args.raw_steps,
+                                    args.iterations)))
+    print("\n".join(sebulba_table(args.game, args.num_envs, args.repeats, args.iterations)))
     return 0
 
 

@@ -1,9 +1,10 @@
-"""Host-loop throughput: PPO through the host loop beside raw AsyncVectorEnv stepping.
+"""Host-loop throughput: PPO and IMPALA through the host loop beside raw AsyncVectorEnv stepping.
 
 `python scripts/bench_host.py` (or `scripts/bench.py --sections host`). Both sides use the same
-worker processes (Gymnasium AsyncVectorEnv, spawn, shared memory, SAME_STEP autoreset); the
-raw side steps them with random actions and nothing else. Measured alternately in one run;
-medians over `--repeats`, and their ratio.
+number of worker processes (Gymnasium AsyncVectorEnv, spawn, shared memory, SAME_STEP
+autoreset); the raw side steps one vector of them with random actions and nothing else; the
+agents run with 1 and 2 actor threads (each thread its own vector of num_envs / threads
+workers). Measured alternately in one run; medians over `--repeats`, and ratios.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import dataclasses
 import statistics
 import sys
 import time
+from typing import Optional
 
 
 def raw_steps_per_second(env_name: str, num_envs: int, steps: int) -> float:
@@ -51,49 +53,61 @@ def raw_steps_per_second(env_name: str, num_envs: int, steps: int) -> float:
         vector.close()
 
 
-def host_ppo_steps_per_second(env_name: str, num_envs: int, iterations: int,
-                              staleness: int) -> tuple[float, dict]:
-    """Env steps/s of PPO trained through the host loop (acting and learning, compile and
-    worker start-up excluded), and where the actor spent its time."""
-    from jaxrl_sys import envs
-    from jaxrl_sys.agents import ppo
+def host_steps_per_second(agent_name: str, env_name: str, num_envs: int, iterations: int,
+                          staleness: int, threads: int = 1, devices: int = 1,
+                          overrides: Optional[dict] = None) -> tuple[float, dict]:
+    """Env steps/s of `agent_name` (its defaults for `env_name`, with `overrides`) trained
+    through the host loop with `threads` actor threads on `devices` devices (acting and
+    learning, compile and worker start-up excluded), and where the actors spent their time
+    (mean over threads)."""
+    from jaxrl_sys import agents, envs
     from jaxrl_sys.runtime import host_loop
+    from jaxrl_sys.runtime.host_placement import HostLayout, place_host
 
+    module = agents.load(agent_name)
     env = envs.make_host(env_name)
-    config = dataclasses.replace(ppo.default_config(env_name), num_envs=num_envs)
+    config = dataclasses.replace(module.default_config(env_name), num_envs=num_envs,
+                                 **(overrides or {}))
     config = dataclasses.replace(config, total_steps=iterations * config.steps_per_iteration)
-    fns = ppo.host_fns(ppo.make(env, config, axis_name=None))
+    fns = module.host_fns(module.make(env, config))
     result = host_loop.train(env, fns, seed=0, num_iterations=config.num_iterations,
                              iters_per_chunk=config.num_iterations,
-                             config=host_loop.HostLoopConfig(staleness=staleness))
+                             config=host_loop.HostLoopConfig(staleness=staleness),
+                             placement=place_host(HostLayout(num_envs, devices=devices,
+                                                             actor_threads=threads)))
     steps = config.num_iterations * config.steps_per_iteration
     return steps / result.train_seconds, result.pipeline_seconds
 
 
+CASES = (("ppo", 1), ("ppo", 2), ("impala", 1), ("impala", 2))  # (agent, actor threads)
+
+
 def host_table(env_name: str = "gymnasium:CartPole-v1", num_envs: int = 8, repeats: int = 3,
-               iterations: int = 20, staleness: int = 1) -> list[str]:
-    """Markdown rows: raw stepping, host-loop PPO, ratio (medians of alternating repeats)."""
-    raw, host, actor = [], [], []
+               iterations: int = 20, staleness: int = 1,
+               cases: tuple = CASES) -> list[str]:
+    """Markdown rows: raw stepping, each agent through the host loop with 1 and 2 actor
+    threads, and their ratios to raw (medians of repeats, every case once per repeat)."""
+    raw: list[float] = []
+    rates: dict = {case: [] for case in cases}
     for _ in range(repeats):
         raw.append(raw_steps_per_second(env_name, num_envs, steps=2000))
-        rate, seconds = host_ppo_steps_per_second(env_name, num_envs, iterations, staleness)
-        host.append(rate)
-        actor.append(seconds)
-    raw_rate, host_rate = statistics.median(raw), statistics.median(host)
-    spent = {k: statistics.median(s[k] for s in actor) for k in actor[0]}
-    detail = ", ".join(f"{k} {v:.1f} s" for k, v in spent.items())
-    return [
-        f"### Host loop: {env_name}, {num_envs} worker processes (median of {repeats})",
+        for agent_name, threads in cases:
+            rate, _ = host_steps_per_second(agent_name, env_name, num_envs, iterations,
+                                            staleness, threads)
+            rates[(agent_name, threads)].append(rate)
+    raw_rate = statistics.median(raw)
+    rows = [
+        f"### Host loop: {env_name}, {num_envs} envs in worker processes (median of {repeats})",
         "",
-        "| what | env-steps/s |",
-        "| --- | ---: |",
-        f"| raw AsyncVectorEnv, random actions | {raw_rate:,.0f} |",
-        f"| PPO through the host loop (staleness {staleness}) | {host_rate:,.0f} |",
-        f"| ratio | {host_rate / raw_rate:.2f} |",
-        "",
-        f"Host-loop time split (median): {detail}.",
-        "",
+        "| what | actor threads | env-steps/s | ratio to raw |",
+        "| --- | ---: | ---: | ---: |",
+        f"| raw AsyncVectorEnv, random actions | - | {raw_rate:,.0f} | 1.00 |",
     ]
+    for (agent_name, threads), measured in rates.items():
+        rate = statistics.median(measured)
+        rows.append(f"| {agent_name} through the host loop (staleness {staleness}) | {threads} "
+                    f"| {rate:,.0f} | {rate / raw_rate:.2f} |")
+    return rows + [""]
 
 
 def main() -> int:
@@ -106,9 +120,13 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--staleness", type=int, default=1)
+    parser.add_argument("--agents", default="ppo,impala", help="comma-separated agents")
+    parser.add_argument("--threads", default="1,2", help="comma-separated actor thread counts")
     args = parser.parse_args()
+    cases = tuple((agent, int(threads)) for agent in args.agents.split(",")
+                  for threads in args.threads.split(","))
     print("\n".join(host_table(args.env, args.num_envs, args.repeats, args.iterations,
-                               args.staleness)))
+                               args.staleness, cases)))
     return 0
 
 
