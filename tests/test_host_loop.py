@@ -302,12 +302,15 @@ def test_bad_host_loop_input_is_one_line_exit_2(capsys, argv, message):
     assert len(err.splitlines()) == 1 and message in err, err
 
 
-def test_host_loop_run_resumes_after_its_checkpoint(tmp_path, capsys):
-    """A gymnasium: run resumes like a device run: learner state, replay and counters from
-    the checkpoint (the envs restart), training continues with the chunks after it."""
+@pytest.mark.parametrize("placement", [[], ["--devices", "2", "--actor-threads", "2"]],
+                         ids=["one-thread", "two-devices-two-threads"])
+def test_host_loop_run_resumes_after_its_checkpoint(tmp_path, capsys, placement):
+    """A gymnasium: run resumes like a device run: learner state, replay (split over the
+    learner devices) and counters from the checkpoint (the envs restart), training continues
+    with the chunks after it."""
     argv = ["--agent", "dqn", "--env", "gymnasium:CartPole-v1", "--total-steps", "2048",
             "--chunks", "4", "--checkpoint-every", "1", "--no-progress",
-            "--set", "learning_starts=256", "--run-root", str(tmp_path)]
+            "--set", "learning_starts=256", "--run-root", str(tmp_path), *placement]
     assert train_script.main(argv) == 0
     (run_dir,) = tmp_path.iterdir()
     for chunk in (2, 3):  # as if the run had been killed after chunk 1's checkpoint
