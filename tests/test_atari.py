@@ -157,6 +157,7 @@ def test_dqn_keeps_frames_uint8_in_replay():
     (["--env", "envpool:Breakout-v7"], "envpool has no task 'Breakout-v7'"),
     (["--env", "envpool:Breakout-v5", "--set", "env.num_envs=4"], "num_envs are set by the run"),
     (["--env", "envpool:Breakout-v5", "--set", "env.gravity=1"], "unknown setting(s) gravity"),
+    (["--env", "envpool:IntersectionMultiAgent-v0"], "2 players per env is not vectorisable"),
     (["--env", "gymnasium:ALE/Breakoutt-v5"], "unknown env 'gymnasium:ALE/Breakoutt-v5'"),
     (["--env", "gymnasium:ALE/Breakout-v5", "--set", "env.frameskip=2"], "frameskip"),
 ])

@@ -164,6 +164,10 @@ def make(task: str, clip_rewards: bool = True, episodic_life: bool = True,
         spec = envpool.make_spec(task, **settings)
     except (TypeError, ValueError, RuntimeError) as error:
         raise EnvParamError(f"bad param(s) for env {name!r}: {_one_line(error)}") from None
+    players = int(getattr(spec.config, "max_num_players", 1))
+    if players != 1:  # envpool then gives a row per player, not per env: no batch of envs
+        raise UnsupportedEnvError(f"{name}: a task of {players} players per env is not "
+                                  "vectorisable here (one row per env; single-agent tasks only)")
     obs_space, action_space = spec.observation_space, spec.action_space
     env_spec = EnvSpec(
         name=name,
