@@ -482,6 +482,7 @@ def train(
                                               np.int32(0), jax.device_put(ids, device)))
             wait_ready(_stack_steps([extras] * fns.rollout_steps))
         env_ids = _global_env_ids(placement)
+        finite = in_thread(lambda: jax.jit(all_finite).lower(agent_state).compile())
         compile_seconds = time.perf_counter() - start
 
         store = _ParamStore(config.staleness)
@@ -514,7 +515,7 @@ def train(
             if len(chunk_metrics) == iters_per_chunk or iteration == num_iterations - 1:
                 chunk = start_chunk + len(history)
                 summary = summarize(chunk, len(chunk_metrics), _stack_chunk(chunk_metrics))
-                summary.state_finite = np.asarray([bool(all_finite(agent_state))])
+                summary.state_finite = np.asarray([bool(finite(agent_state))])
                 check_finite(summary)  # NonFiniteError before a bad state is checkpointed
                 history.append(summary)
                 chunk_metrics = []
