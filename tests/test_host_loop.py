@@ -8,7 +8,6 @@ import importlib.util
 import json
 import multiprocessing
 import os
-import queue
 import shutil
 import signal
 import subprocess
@@ -18,7 +17,6 @@ import uuid
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 

@@ -8,7 +8,6 @@ parameter version); bad placements are refused before anything is created.
 from __future__ import annotations
 
 import dataclasses
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +20,6 @@ from jaxrl_sys import envs
 from jaxrl_sys.agents import dqn, impala, ppo
 from jaxrl_sys.commands import train as train_script
 from jaxrl_sys.runtime import host_loop
-from jaxrl_sys.runtime.checkpoint import Checkpointer
 from jaxrl_sys.runtime.execution import PlacementError
 from jaxrl_sys.runtime.host_loop import HostLoopConfig, HostLoopError
 from jaxrl_sys.runtime.host_placement import HostLayout, place_host
@@ -29,6 +27,8 @@ from jaxrl_sys.runtime.host_placement import HostLayout, place_host
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 sys.path.insert(0, str(TESTS))  # workers import `host_envs` from here (spawn copies sys.path)
+
+from test_multihost import final_state, free_port  # noqa: E402
 
 ENV = "gymnasium:CartPole-v1"
 UPDATES = 3
@@ -152,28 +152,13 @@ def test_a_dead_worker_names_its_actor_thread():
                         placement=place_host(HostLayout(num_envs=8, actor_threads=4)))
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _final_state(root: Path) -> dict:
-    (run_dir,) = root.iterdir()
-    checkpointer = Checkpointer(run_dir, create=False)
-    try:
-        return checkpointer.read_raw()
-    finally:
-        checkpointer.close()
-
-
 def test_two_processes_equal_one_process(tmp_path):
     """2 processes x 2 devices (each its own actor thread and envs, the learner's gradients
     reduced over all 4 devices) train the parameters of 1 process with 4 devices."""
     command = [sys.executable, str(ROOT / "scripts" / "train.py"), "--agent", "impala",
                "--env", ENV, "--total-steps", "2048", "--chunks", "2", "--devices", "4",
                "--actor-threads", "2", "--no-progress"]
-    port = _free_port()
+    port = free_port()
     workers = [
         subprocess.Popen(
             [*command[:-3], "--actor-threads", "1", "--no-progress",
@@ -190,7 +175,7 @@ def test_two_processes_equal_one_process(tmp_path):
     single = subprocess.run([*command, "--run-root", str(tmp_path / "single")],
                             capture_output=True, text=True, timeout=600, cwd=TESTS)
     assert single.returncode == 0, single.stderr[-3000:]
-    multi, one = _final_state(tmp_path / "multi"), _final_state(tmp_path / "single")
+    multi, one = final_state(tmp_path / "multi"), final_state(tmp_path / "single")
     # gloo's cross-process all-reduce sums in another order than XLA's in-process one
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
                  multi["agent_state"], one["agent_state"])

@@ -2,9 +2,10 @@
 
 Sebulba-style pipeline with the agents' own jitted functions:
 
-    actor thread:  params(version) -> act on device -> step the worker processes -> ...
-                   T steps later: the rollout goes to the device in one transfer -> queue
-    learner (the calling thread): rollout -> learn on device -> publish params(version + 1)
+    actor threads: params(version) -> act on the actor device -> step own workers -> ...
+                   T steps later: the rollout's rows go to the learner devices -> queue
+    learner (the calling thread): every thread's rollout -> learn, data-parallel over the
+                   learner devices -> publish params(version + 1) to the actor devices
 
 Rollout i is collected with exactly the parameters of version max(0, i - staleness), the
 version made by learning from rollouts 0 .. i-staleness-1. Staleness 0 alternates acting and
