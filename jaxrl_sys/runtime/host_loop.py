@@ -477,7 +477,8 @@ def train(
         learn = in_thread(lambda: _learn_fn(fns, placement).lower(
             agent_state, replay, _rollout_shapes(fns, env, example, act, placement), learn_key
         ).compile())
-        for thread, device in enumerate(devices):
+        for device in dict.fromkeys(devices):  # compile `act` once per actor device
+            thread = devices.index(device)
             ids = placement.thread_env_ids(thread)
             _, extras = in_thread(lambda: act(params[device], started[thread][1], actor_key,
                                               np.int32(0), jax.device_put(ids, device)))
@@ -567,13 +568,14 @@ def _next_rollout(actor: _Actor, actors: list[_Actor], env: HostEnv, placement: 
                 if isinstance(other.error, KeyboardInterrupt):  # Ctrl-C reached the workers
                     raise KeyboardInterrupt
             for other in actors:
-                name = _thread_name(env, placement, other.index)
                 if other.error is not None:
+                    name = _thread_name(env, placement, other.index)
                     raise HostLoopError(
                         describe_env_error(name, other.envs, other.error, config.step_timeout)
                     ) from other.error
-                if not other.is_alive() and other.rollouts.empty() and other is actor:
-                    raise HostLoopError(f"env {name}: the actor thread stopped early")
+            if not actor.is_alive() and actor.rollouts.empty():
+                raise HostLoopError(f"env {_thread_name(env, placement, actor.index)}: the "
+                                    "actor thread stopped early")
 
 
 def _shutdown_all(actors: list[_Actor], all_envs: list[Any], terminate: bool) -> None:
