@@ -33,21 +33,24 @@ def assert_trees_close(a, b, rtol=1e-5, atol=1e-7):
     jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=rtol, atol=atol), a, b)
 
 
-@pytest.mark.parametrize("vtrace", [False, True])
-def test_eight_devices_equal_one_device_with_the_same_global_batch(vtrace):
-    params_1, metrics_1 = run_ppo(1, [3], vtrace=vtrace)
-    params_8, metrics_8 = run_ppo(8, [3], vtrace=vtrace)
+@pytest.mark.parametrize("variant", [{}, {"vtrace": True}, {"memory": "gru", "memory_size": 16}],
+                         ids=["gae", "vtrace", "gru"])
+def test_eight_devices_equal_one_device_with_the_same_global_batch(variant):
+    params_1, metrics_1 = run_ppo(1, [3], **variant)
+    params_8, metrics_8 = run_ppo(8, [3], **variant)
     assert_trees_close(params_8, params_1)
     np.testing.assert_allclose(metrics_8["episode_count"], metrics_1["episode_count"])
     # Training did move the parameters (the comparison is not between two initialisations).
-    params_0, _ = run_ppo(1, [3], iters=1, vtrace=vtrace)
+    params_0, _ = run_ppo(1, [3], iters=1, **variant)
     diff = jax.tree.map(lambda x, y: np.abs(x - y).max(), params_1, params_0)
     assert max(jax.tree.leaves(diff)) > 1e-3
 
 
-def test_vmapped_seed_equals_single_run_with_that_seed():
-    params_many, metrics_many = run_ppo(1, [5, 6, 7])
-    params_one, metrics_one = run_ppo(1, [6])
+@pytest.mark.parametrize("variant", [{}, {"memory": "lstm", "memory_size": 16}],
+                         ids=["feed-forward", "lstm"])
+def test_vmapped_seed_equals_single_run_with_that_seed(variant):
+    params_many, metrics_many = run_ppo(1, [5, 6, 7], **variant)
+    params_one, metrics_one = run_ppo(1, [6], **variant)
     # A batch of 3 seeds runs other matmul kernels than a batch of 1, which round differently
     # in the last bits (seen: 2.6e-7 on an AVX-512 CPU); seeds differ by ~0.1.
     assert_trees_close(

@@ -6,26 +6,41 @@ returns are the agent's results (+1 win, 0 draw, -1 loss)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Union
 
 import jax
 import jax.numpy as jnp
 
 from jaxrl_sys.core import two_player
 from jaxrl_sys.core.rollout import legal_actions, reset_envs, step_envs
-from jaxrl_sys.core.types import Env
+from jaxrl_sys.core.types import Env, RecurrentPolicy
 
 Policy = Callable[[Any, jax.Array, jax.Array], jax.Array]
 
 
+def stateful(policy: Union[Policy, RecurrentPolicy]) -> RecurrentPolicy:
+    """`policy` as a `RecurrentPolicy`: a plain function gets an empty memory (None), so the
+    callers step every policy the same way."""
+    if isinstance(policy, RecurrentPolicy):
+        return policy
+
+    def step(params, memory, obs, starts, key, **context):
+        """The feed-forward policy's actions; no memory."""
+        del starts
+        return policy(params, obs, key, **context), memory
+
+    return RecurrentPolicy(initial=lambda batch: None, step=step)
+
+
 def evaluate(
-    env: Env, policy: Policy, params: Any, key: jax.Array, episode_ids: jax.Array
+    env: Env, policy: Union[Policy, RecurrentPolicy], params: Any, key: jax.Array, episode_ids: jax.Array
 ) -> tuple[jax.Array, jax.Array]:
     """Returns and lengths of the first episode of one env per id in `episode_ids` [N].
 
     `policy(params, obs, key, legal=masks, env_state=states) -> actions` acts on a batch; it
     gets `legal` only from an env with legal-action masks, and the env states for policies
-    that search with the env as model (AlphaZero). `env` must report episode
+    that search with the env as model (AlphaZero). A `RecurrentPolicy` carries its memory
+    from step to step, reset where an episode begins. `env` must report episode
     statistics (envs.make does by default). Runs `max_episode_steps` steps, so every env's
     first episode ends (by termination or by the time limit). Episodes are keyed by id, so
     splitting the ids over devices gives the same episodes. Jittable and vmappable.
@@ -38,18 +53,21 @@ def evaluate(
         return two_player.play_episodes(env, policy, params, opponent, None, key, episode_ids)
     num_episodes = episode_ids.shape[0]
     reset_key, run_key = jax.random.split(key)
-    state = reset_envs(env, reset_key, episode_ids)
+    policy = stateful(policy)
+    state = reset_envs(env, reset_key, episode_ids).replace(
+        memory=policy.initial(num_episodes), starts=jnp.ones(num_episodes, jnp.bool_))
     zeros = jnp.zeros(num_episodes, jnp.float32)
 
     def body(carry, t):
         vstate, returns, lengths, finished = carry
         act_key, step_key = jax.random.split(jax.random.fold_in(run_key, t))
+        context = {"env_state": vstate.env_state}
         if hasattr(env, "legal_actions"):
-            legal = legal_actions(env, vstate.env_state)
-            actions = policy(params, vstate.obs, act_key, legal=legal, env_state=vstate.env_state)
-        else:
-            actions = policy(params, vstate.obs, act_key, env_state=vstate.env_state)
+            context["legal"] = legal_actions(env, vstate.env_state)
+        actions, memory = policy.step(params, vstate.memory, vstate.obs, vstate.starts,
+                                      act_key, **context)
         vstate, result = step_envs(env, vstate, actions, step_key)
+        vstate = vstate.replace(memory=memory, starts=result.terminated | result.truncated)
         info = result.info
         first = info["episode_done"] & ~finished
         returns = jnp.where(first, info["episode_return"], returns)
@@ -63,7 +81,7 @@ def evaluate(
     return returns, lengths
 
 
-def make_eval_fn(env: Env, greedy_action: Callable[[Any, jax.Array, jax.Array], jax.Array]):
+def make_eval_fn(env: Env, greedy_action: Union[Policy, RecurrentPolicy]):
     """An `eval_fn(agent_state, key, episode_ids)` for `execution.place` from an agent's
     `greedy_action(agent_state, obs, key) -> actions`."""
 

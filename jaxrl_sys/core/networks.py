@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_sys.core.config import ConfigError
+from jaxrl_sys.core.types import PyTree
 
 ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "tanh": nn.tanh,
@@ -237,3 +238,91 @@ class ActorCritic(nn.Module):
         if self.discrete:
             return out
         return out, jnp.broadcast_to(self.log_std, out.shape)
+
+
+# Recurrent cores an agent config may name as its `memory`: "none" (feed-forward), or a GRU or
+# LSTM cell (flax's) between the observation torso and the heads
+MEMORIES = ("none", "gru", "lstm")
+
+
+def initial_memory(memory: str, size: int, batch: int) -> PyTree:
+    """The state [B, size] (an LSTM's: the pair (c, h)) that every episode starts from: zeros,
+    as flax's cells' `initialize_carry` gives; None for `memory="none"`."""
+    if memory == "none":
+        return None
+    zeros = jnp.zeros((batch, size), jnp.float32)
+    return (zeros, zeros) if memory == "lstm" else zeros
+
+
+def reset_memory(memory: PyTree, starts: jax.Array) -> PyTree:
+    """`memory` [B, ...] with the rows whose `starts` [B] is True set to the initial (zero)
+    state: the step that begins an episode never sees the previous episode's state."""
+    return jax.tree.map(
+        lambda m: jnp.where(starts.reshape(-1, *(1,) * (m.ndim - 1)), jnp.zeros_like(m), m),
+        memory)
+
+
+class _ResettingCell(nn.Module):
+    """One step of a GRU or LSTM cell on features [B, F], first resetting the rows that
+    start an episode; `nn.scan` turns it into `SequenceMemory`."""
+
+    memory: str
+    size: int
+
+    @nn.compact
+    def __call__(self, carry: PyTree, inputs: tuple[jax.Array, jax.Array]):
+        features, starts = inputs
+        carry = reset_memory(carry, starts)
+        if self.memory == "lstm":
+            cell = nn.OptimizedLSTMCell(self.size, kernel_init=orthogonal(1.0),
+                                        recurrent_kernel_init=orthogonal(1.0))
+        else:
+            cell = nn.GRUCell(self.size, kernel_init=orthogonal(1.0),
+                              recurrent_kernel_init=orthogonal(1.0))
+        return cell(carry, features)
+
+
+SequenceMemory = nn.scan(
+    _ResettingCell, variable_broadcast="params", split_rngs={"params": False},
+    in_axes=0, out_axes=0,
+)
+SequenceMemory.__doc__ = """A recurrent cell run over time: (carry [B, ...], (features [T, B, F],
+starts bool [T, B])) -> (carry after the last step, outputs [T, B, size]); the carry is reset
+to zeros before every step whose `starts` is True (truncated back-propagation stops there)."""
+
+
+class RecurrentActorCritic(nn.Module):
+    """Observation torso, then a GRU or LSTM `memory` of `memory_size` units shared by an actor
+    and a critic head (one `hidden[-1]`-wide layer each), over time-major sequences.
+
+    `__call__(memory, obs [T, B, ...], starts [T, B])` -> (memory after the last step,
+    (policy outputs [T, B, ...], values [T, B])): logits, or (mean, log_std) for a Box, as
+    `ActorCritic` gives. `starts[t]` marks an observation that begins an episode: the state is
+    reset before it, so no output depends on an earlier episode.
+    """
+
+    action_dim: int
+    discrete: bool
+    hidden: Sequence[int] = (128,)
+    activation: str = "relu"
+    torso: str = "mlp"
+    memory: str = "gru"
+    memory_size: int = 128
+
+    @nn.compact
+    def __call__(self, memory: PyTree, obs: jax.Array, starts: jax.Array):
+        steps, batch = obs.shape[:2]
+        features = make_torso(self.torso, self.hidden, self.activation)(
+            obs.reshape(steps * batch, *obs.shape[2:]))
+        memory, outputs = SequenceMemory(self.memory, self.memory_size)(
+            memory, (features.reshape(steps, batch, -1), starts))
+        flat = outputs.reshape(steps * batch, -1)
+        width = (self.hidden[-1],)
+        logits = Head(self.action_dim, scale=0.01)(MLP(width, self.activation)(flat))
+        values = Head(1, scale=1.0)(MLP(width, self.activation)(flat))[:, 0]
+        unflat = lambda x: x.reshape(steps, batch, *x.shape[1:])  # noqa: E731
+        if self.discrete:
+            return memory, (unflat(logits), unflat(values))
+        log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
+        mean = unflat(logits)
+        return memory, ((mean, jnp.broadcast_to(log_std, mean.shape)), unflat(values))

@@ -18,11 +18,19 @@ from jaxrl_sys.core.types import Discrete, Env, Metrics, PyTree
 
 @struct.dataclass
 class VecEnvState:
-    """The per-env part of a run: env states, current observations, global env ids."""
+    """The per-env part of a run: env states, current observations, global env ids, and a
+    recurrent agent's per-env state (None for a feed-forward agent): `memory` [B, ...] and
+    `starts` bool [B] (does the current observation begin an episode).
+
+    The agent resets `memory` itself in the step its env auto-resets (see `reset_memory` in
+    `jaxrl_sys.core.networks`), so it is always the state the current observation is read with.
+    """
 
     env_state: PyTree
     obs: jax.Array
     env_ids: jax.Array
+    memory: PyTree = None
+    starts: Optional[jax.Array] = None
 
 
 @struct.dataclass

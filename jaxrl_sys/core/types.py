@@ -139,6 +139,20 @@ class BoundAgent:
     train_step: Callable[..., tuple[PyTree, PyTree, Metrics]]
 
 
+class RecurrentPolicy(NamedTuple):
+    """A greedy policy that carries state from step to step (a recurrent agent's), for
+    evaluation, rendering and play; a feed-forward policy is a plain function instead.
+
+    initial(batch) -> memory [B, ...]                        the state every episode starts in
+    step(params, memory, obs, starts, key, legal=None, env_state=None) -> (actions, memory)
+        acts on observations [B, ...]; rows whose `starts` [B] is True begin an episode, and
+        their memory is reset before the step
+    """
+
+    initial: Callable[[int], PyTree]
+    step: Callable[..., tuple[jax.Array, PyTree]]
+
+
 @dataclasses.dataclass(frozen=True)
 class LearningPromise:
     """An env that an agent's shipped defaults learn, and the bar its learning check holds them
@@ -186,8 +200,9 @@ class AgentDef(Protocol):
     def make(self, env: Env, config: Any, axis_name: Optional[str] = "device") -> BoundAgent:
         """The agent's pure functions bound to `env` and `config`."""
 
-    def greedy_action(self, agent: Any) -> Callable[..., jax.Array]:
-        """policy(state, obs, key, legal=None, env_state=None) -> actions, for evaluation."""
+    def greedy_action(self, agent: Any) -> Union[Callable[..., jax.Array], RecurrentPolicy]:
+        """policy(state, obs, key, legal=None, env_state=None) -> actions, for evaluation
+        (a `RecurrentPolicy` for an agent with memory)."""
 
 
 @runtime_checkable

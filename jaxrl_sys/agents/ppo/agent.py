@@ -23,13 +23,19 @@ parameters' log-probabilities over the whole rollout (as Sample Factory does), s
 the pi/mu that the clipped ratio uses: computed once per rollout, rho would be 1 on the device
 loop and would correct the host loop's lag but never the policy's drift over the epochs. The
 values stay the rollout's (PPO's fixed value targets and clipping reference for the update).
+
+With `memory="gru"` or `"lstm"` the network is recurrent (`core.networks.RecurrentActorCritic`):
+its state is kept per env in the env carry and reset in the step the env auto-resets
+(terminated or truncated alike); the trajectory stores the state at the rollout's start and
+where episodes start, and the update replays whole env sequences from it (truncated
+back-propagation over the rollout), so minibatches are sets of envs, never single steps.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional, Union
 
 import jax
 import jax.numpy as jnp
@@ -38,7 +44,8 @@ from flax import struct
 
 from jaxrl_sys.agents.ppo.losses import ppo_loss
 from jaxrl_sys.agents.ppo.networks import (
-    build_network, env_actions, evaluate_actions, sample_actions, state_values,
+    Network, build_network, env_actions, evaluate_sequences, sample_actions, sequence_values,
+    state_values, step_policy,
 )
 from jaxrl_sys.core import collectives, obs_norm
 from jaxrl_sys.core.config import (
@@ -46,10 +53,14 @@ from jaxrl_sys.core.config import (
     check_positive, check_unit_interval,
 )
 from jaxrl_sys.core.learner import learning_rate
-from jaxrl_sys.core.networks import ACTIVATIONS, TORSOS, ActorCritic, scan_unroll
+from jaxrl_sys.core.networks import (
+    ACTIVATIONS, MEMORIES, TORSOS, initial_memory, reset_memory, scan_unroll,
+)
 from jaxrl_sys.core.returns import gae, vtrace
 from jaxrl_sys.core.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
-from jaxrl_sys.core.types import BoundAgent, Env, EnvSpec, HostFns, Metrics, Rollout
+from jaxrl_sys.core.types import (
+    BoundAgent, Env, EnvSpec, HostFns, Metrics, RecurrentPolicy, Rollout,
+)
 
 DEFAULT_ENV = "CartPole-v1"
 
@@ -80,6 +91,8 @@ class Config(RolloutBudget):
     torso: str = "mlp"  # or "nature_cnn" (Atari frames), "grid_cnn" (MinAtar): shared by both heads
     normalize_obs: bool = False
     vtrace: bool = False  # APPO: V-trace targets with the current policy (see the module doc)
+    memory: str = "none"  # or "gru", "lstm": a recurrent core after the torso (module doc)
+    memory_size: int = 128  # units of the recurrent core
 
     def validate(self) -> None:
         """Reject values that cannot work, with one line naming the field."""
@@ -98,6 +111,12 @@ class Config(RolloutBudget):
         check_choice(self, "activation", ACTIVATIONS)
         check_choice(self, "torso", TORSOS)
         check_layer_widths(self, "hidden")
+        check_choice(self, "memory", MEMORIES)
+        check_at_least(self, 1, "memory_size")
+        if self.memory != "none" and self.num_envs % self.num_minibatches:
+            raise ConfigError(
+                f"memory={self.memory}: minibatches are sets of envs, so num_envs="
+                f"{self.num_envs} must be divisible by num_minibatches={self.num_minibatches}")
 
 
 @struct.dataclass
@@ -123,13 +142,17 @@ class Trajectory(NamedTuple):
     terminated: jax.Array
     truncated: jax.Array
     env_ids: jax.Array  # [B]
+    starts: Optional[jax.Array] = None  # [T, B] obs[t] begins an episode (recurrent only)
+    memory: Any = None  # [B, ...] the recurrent state before step 0 (recurrent only)
 
 
 @dataclasses.dataclass(frozen=True)
 class Agent(BoundAgent):
-    """PPO's pure functions bound to one env and config."""
+    """PPO's pure functions bound to one env and config; `step_policy(params, memory, obs,
+    starts, key, greedy)` acts with a recurrent network's state as well (`networks.py`)."""
 
-    network: ActorCritic
+    network: Network
+    step_policy: Callable[..., Any]
 
 
 def build_optimizer(config: Config) -> optax.GradientTransformation:
@@ -144,14 +167,20 @@ def build_optimizer(config: Config) -> optax.GradientTransformation:
 def init(key: jax.Array, spec: EnvSpec, config: Config) -> State:
     """Fresh parameters and optimiser state."""
     network = build_network(spec, config)
-    params = network.init(key, jnp.zeros((1, *spec.obs_shape), jnp.float32))
+    obs = jnp.zeros((1, *spec.obs_shape), jnp.float32)
+    if config.memory == "none":
+        params = network.init(key, obs)
+    else:
+        params = network.init(key, initial_memory(config.memory, config.memory_size, 1),
+                              obs[None], jnp.ones((1, 1), jnp.bool_))
     opt_state = build_optimizer(config).init(params)
     return State(params=params, opt_state=opt_state, iteration=jnp.zeros((), jnp.int32),
                  obs_stats=obs_norm.init_stats(config.normalize_obs, spec.obs_shape))
 
 
 class Batch(NamedTuple):
-    """What one minibatch's gradient step learns from, [M, B, ...]: M time steps of B envs."""
+    """What one minibatch's gradient step learns from, [M, B, ...]: M time steps of B envs
+    (recurrent: [T, B/num_minibatches, ...], whole sequences of some envs)."""
 
     obs: jax.Array  # normalised with the statistics the actions were chosen with
     actions: jax.Array
@@ -159,46 +188,55 @@ class Batch(NamedTuple):
     values: jax.Array  # of the acting critic: value clipping's reference
     advantages: jax.Array
     returns: jax.Array
+    starts: Optional[jax.Array] = None  # recurrent: [T, b] where episodes begin
+    memory: Any = None  # recurrent: [b, ...] the state before step 0
 
 
-def collect(env: Env, network: ActorCritic, config: Config, axis_name: Optional[str],
+def collect(env: Env, network: Network, config: Config, axis_name: Optional[str],
             params: Any, obs_stats: Optional[obs_norm.RunningStats], env_state: VecEnvState,
             key: jax.Array) -> tuple[VecEnvState, Trajectory, Metrics]:
     """`rollout_steps` on every env: (env state after them, Trajectory [T, B, ...], episode
     metrics summed over envs and devices). The trajectory keeps the raw observations
-    (`update` normalises them with the same `obs_stats` the actions were chosen with)."""
+    (`update` normalises them with the same `obs_stats` the actions were chosen with).
+    A recurrent network's state is reset in the step its env ends, terminated or truncated."""
     def one_step(vstate: VecEnvState, t):
         """Act on every env [B] and step it; the step's record and its episodes' metrics."""
         act_key, env_key = jax.random.split(jax.random.fold_in(key, t))
-        action, log_prob, value = sample_actions(
-            network, params, obs_norm.normalize(obs_stats, vstate.obs),
-            per_env_keys(act_key, vstate.env_ids),
+        memory, action, log_prob, value = step_policy(
+            network, params, vstate.memory, obs_norm.normalize(obs_stats, vstate.obs),
+            vstate.starts, per_env_keys(act_key, vstate.env_ids),
         )
         next_vstate, result = step_envs(env, vstate, env_actions(env.spec, action), env_key)
-        next_value = state_values(
-            network, params, obs_norm.normalize(obs_stats, result.info["final_observation"])
+        next_value = sequence_values(
+            network, params, memory,
+            obs_norm.normalize(obs_stats, result.info["final_observation"]),
         )
+        if vstate.starts is not None:  # recurrent: the next episode starts from scratch
+            ended = result.terminated | result.truncated
+            next_vstate = next_vstate.replace(memory=reset_memory(memory, ended), starts=ended)
         record = (
             vstate.obs, action, log_prob, value, next_value,
             result.reward * config.reward_scale, result.terminated, result.truncated,
         )
-        return next_vstate, (record, episode_metrics(result.info, None))
+        return next_vstate, ((record, vstate.starts), episode_metrics(result.info, None))
 
-    vstate, (records, episodes) = jax.lax.scan(
+    vstate, ((records, starts), episodes) = jax.lax.scan(
         one_step, env_state, jnp.arange(config.rollout_steps)
     )
-    trajectory = Trajectory(*records, env_ids=env_state.env_ids)
+    trajectory = Trajectory(*records, env_ids=env_state.env_ids, starts=starts,
+                            memory=env_state.memory)
     episodes = jax.tree.map(jnp.sum, episodes)
     episodes = collectives.psum(episodes, axis_name)
     return vstate, trajectory, episodes
 
 
-def minibatch_loss(network: ActorCritic, config: Config, axis_name: Optional[str],
+def minibatch_loss(network: Network, config: Config, axis_name: Optional[str],
                    params: Any, batch: Batch) -> tuple[jax.Array, Metrics]:
-    """`losses.ppo_loss` of a minibatch [M, B, ...] under `params`, flattened to [M * B]."""
+    """`losses.ppo_loss` of a minibatch [M, B, ...] under `params`, flattened to [M * B]
+    (recurrent: its sequences replayed from their stored state)."""
     flat = lambda x: x.reshape(-1, *x.shape[2:])  # noqa: E731
-    log_probs, entropy, values = evaluate_actions(network, params, flat(batch.obs),
-                                                  flat(batch.actions))
+    log_probs, entropy, values = evaluate_sequences(network, params, batch.memory, batch.obs,
+                                                    batch.starts, batch.actions)
     advantages, returns = flat(batch.advantages), flat(batch.returns)
     old_log_probs, old_values = flat(batch.log_probs), flat(batch.values)
     return ppo_loss(
@@ -212,12 +250,43 @@ def minibatch_loss(network: ActorCritic, config: Config, axis_name: Optional[str
 def minibatch_indices(env_ids: jax.Array, key: jax.Array, config: Config) -> jax.Array:
     """Time indices [num_minibatches, T / num_minibatches, B]: each env's steps permuted with a
     key of the env's global id, so the global minibatch is the same whatever the envs' split
-    over devices, then cut into minibatches."""
+    over devices, then cut into minibatches. Recurrent: `env_minibatch_indices` instead."""
+    if config.memory != "none":
+        return env_minibatch_indices(env_ids, key, config.num_minibatches)
     perms = jax.vmap(lambda k: jax.random.permutation(k, config.rollout_steps))(
         per_env_keys(key, env_ids)
     ).T  # [T, B]: for env b, time index perms[t, b] goes to slot t
     steps_per_minibatch = config.rollout_steps // config.num_minibatches
     return perms.reshape(config.num_minibatches, steps_per_minibatch, perms.shape[1])
+
+
+def env_minibatch_indices(env_ids: jax.Array, key: jax.Array, num_minibatches: int) -> jax.Array:
+    """Local env indices [num_minibatches, B / num_minibatches]: the envs in blocks of
+    `num_minibatches` consecutive global ids, each block permuted with a key of its first id and
+    dealt one env per minibatch. Every minibatch holds whole env sequences, and the same ones
+    whatever the envs' split over devices (each device holds whole blocks)."""
+    envs = env_ids.shape[0]
+    if envs % num_minibatches:
+        raise ConfigError(f"memory: each device's {envs} envs must divide into "
+                          f"num_minibatches={num_minibatches} sets of whole sequences")
+    blocks = envs // num_minibatches
+    perms = jax.vmap(lambda k: jax.random.permutation(k, num_minibatches))(
+        per_env_keys(key, env_ids[::num_minibatches] // num_minibatches))  # [blocks, M]
+    return (perms + num_minibatches * jnp.arange(blocks)[:, None]).T
+
+
+def take_envs(data: Batch, idx: jax.Array) -> Batch:
+    """`data` ([T, B, ...], memory [B, ...]) at the env indices `idx` [M, b]: minibatches
+    [M, T, b, ...] with their memory [M, b, ...]."""
+    memory = jax.tree.map(lambda m: m[idx], data.memory)
+    steps = jax.tree.map(lambda x: jnp.moveaxis(x[:, idx], 1, 0), data._replace(memory=None))
+    return steps._replace(memory=memory)
+
+
+def take_minibatches(data: Batch, idx: jax.Array, config: Config) -> Batch:
+    """`data` [T, B, ...] as the minibatches of `minibatch_indices`' `idx`: [M, T/M, B, ...]
+    steps, or (recurrent) [M, T, B/M, ...] env sequences."""
+    return take_envs(data, idx) if config.memory != "none" else take_steps(data, idx)
 
 
 def take_steps(data: Any, idx: jax.Array) -> Any:
@@ -233,19 +302,20 @@ def take_steps(data: Any, idx: jax.Array) -> Any:
 
 def shuffled_minibatches(data: Batch, env_ids: jax.Array, key: jax.Array,
                          config: Config) -> Batch:
-    """`data` [T, B, ...] as minibatches [num_minibatches, T / num_minibatches, B, ...] at
-    `minibatch_indices` (steps permuted inside each env)."""
-    return take_steps(data, minibatch_indices(env_ids, key, config))
+    """`data` [T, B, ...] as minibatches at `minibatch_indices`: steps permuted inside each
+    env [num_minibatches, T / num_minibatches, B, ...], or (recurrent) sets of whole env
+    sequences [num_minibatches, T, B / num_minibatches, ...]."""
+    return take_minibatches(data, minibatch_indices(env_ids, key, config), config)
 
 
-def vtrace_targets(network: ActorCritic, config: Config, params: Any, obs: jax.Array,
+def vtrace_targets(network: Network, config: Config, params: Any, obs: jax.Array,
                    traj: Trajectory) -> tuple[jax.Array, jax.Array]:
     """V-trace's (pg advantages [T, B], value targets vs [T, B]) for the whole rollout under
     the current `params`' log-probabilities against the acting ones, with the rollout's
     values: APPO's targets. `obs` [T, B, ...] are the rollout's, normalised."""
     steps, envs = traj.actions.shape[:2]
-    flat = lambda x: x.reshape(steps * envs, *x.shape[2:])  # noqa: E731
-    log_probs, _, _ = evaluate_actions(network, params, flat(obs), flat(traj.actions))
+    log_probs, _, _ = evaluate_sequences(network, params, traj.memory, obs, traj.starts,
+                                         traj.actions)
     vs, advantages = vtrace(
         traj.log_probs, log_probs.reshape(steps, envs), traj.rewards, traj.values,
         traj.next_values, traj.terminated, traj.truncated,
@@ -254,7 +324,7 @@ def vtrace_targets(network: ActorCritic, config: Config, params: Any, obs: jax.A
     return advantages, vs
 
 
-def update(network: ActorCritic, optimizer: optax.GradientTransformation, config: Config,
+def update(network: Network, optimizer: optax.GradientTransformation, config: Config,
            axis_name: Optional[str], state: State, traj: Trajectory,
            key: jax.Array) -> tuple[State, Metrics]:
     """PPO epochs over one trajectory [T, B, ...]: GAE (or, with `vtrace`, V-trace before each
@@ -270,7 +340,8 @@ def update(network: ActorCritic, optimizer: optax.GradientTransformation, config
             traj.rewards, traj.values, traj.next_values, traj.terminated, traj.truncated,
             config.gamma, config.gae_lambda,
         )
-    data = Batch(obs, traj.actions, traj.log_probs, traj.values, advantages, returns)
+    data = Batch(obs, traj.actions, traj.log_probs, traj.values, advantages, returns,
+                 traj.starts, traj.memory)
     grad_fn = jax.grad(functools.partial(minibatch_loss, network, config, axis_name),
                        has_aux=True)
 
@@ -287,7 +358,8 @@ def update(network: ActorCritic, optimizer: optax.GradientTransformation, config
         """`minibatch_step` on the steps `idx` [M, B] with V-trace targets of the current
         parameters."""
         advantages, returns = vtrace_targets(network, config, carry[0], obs, traj)
-        batch = take_steps(data._replace(advantages=advantages, returns=returns), idx)
+        batch = take_minibatches(data._replace(advantages=advantages, returns=returns), idx,
+                                 config)
         return minibatch_step(carry, batch)
 
     def epoch(carry, epoch_index):
@@ -329,16 +401,38 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         return state, env_state, {**metrics, **episodes}
 
     def init_envs(key: jax.Array, env_ids: jax.Array) -> VecEnvState:
-        """Freshly reset envs of the global ids `env_ids` [B]."""
-        return reset_envs(env, key, env_ids)
+        """Freshly reset envs of the global ids `env_ids` [B] (and a recurrent network's
+        initial state for each, every one at an episode start)."""
+        envs = reset_envs(env, key, env_ids)
+        if config.memory == "none":
+            return envs
+        return envs.replace(
+            memory=initial_memory(config.memory, config.memory_size, env_ids.shape[0]),
+            starts=jnp.ones(env_ids.shape, jnp.bool_))
 
     return Agent(config, spec, functools.partial(init, spec=spec, config=config), init_envs,
                  functools.partial(sample_actions, network), bound_update, train_step,
-                 network=network)
+                 network=network, step_policy=functools.partial(step_policy, network))
 
-def greedy_action(agent: Agent) -> Callable[[State, jax.Array, jax.Array], jax.Array]:
+def greedy_action(agent: Agent) -> Union[Callable[[State, jax.Array, jax.Array], jax.Array],
+                                         RecurrentPolicy]:
     """Deterministic actions [B] (argmax / Gaussian mean clipped to the bounds) for
-    evaluation, from observations [B, ...] normalised with the trained statistics."""
+    evaluation, from observations [B, ...] normalised with the trained statistics; a
+    `RecurrentPolicy` carrying the network's state for a recurrent config."""
+    config = agent.config
+    if config.memory != "none":
+        def step(state: State, memory, obs: jax.Array, starts: jax.Array, key: jax.Array,
+                 legal=None, env_state=None):
+            """Greedy actions [B] and the memory after them."""
+            del legal, env_state  # every action is legal; acting needs the observation only
+            memory, action, _, _ = agent.step_policy(
+                state.params, memory, obs_norm.normalize(state.obs_stats, obs), starts, key,
+                greedy=True)
+            return env_actions(agent.spec, action), memory
+
+        return RecurrentPolicy(
+            initial=lambda batch: initial_memory(config.memory, config.memory_size, batch),
+            step=step)
 
     def policy(state: State, obs: jax.Array, key: jax.Array, legal=None,
                env_state=None) -> jax.Array:
@@ -353,6 +447,15 @@ def greedy_action(agent: Agent) -> Callable[[State, jax.Array, jax.Array], jax.A
 
 DEFAULT_EVAL_EPISODES = 0  # PPO's training returns already measure its (stochastic) policy
 SELF_PLAY = False  # one agent's view of the env: no two-player self-play, no legal-move masks
+
+
+def host_config_problem(config: Config) -> Optional[str]:
+    """What the host loop does not do yet with this config: a recurrent network (its actors
+    would have to carry each env's state between steps)."""
+    if config.memory != "none":
+        return (f"memory={config.memory} runs on device envs only for now; the host loop "
+                "(gymnasium:, envpool:) takes feed-forward PPO (memory=none)")
+    return None
 
 
 def host_fns(agent: Agent) -> HostFns:

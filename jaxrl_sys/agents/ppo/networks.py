@@ -1,26 +1,38 @@
-"""PPO's actor-critic: building it from an env spec, and the three ways the agent reads it
-(sampling actions, scoring taken actions, values)."""
+"""PPO's actor-critic: building it from an env spec, and the ways the agent reads it (sampling
+actions, scoring taken actions, values), feed-forward or recurrent (`config.memory`).
+
+A recurrent network's state lives per env in the env carry (`VecEnvState.memory`, with
+`starts`: does the current observation begin an episode). `step_policy` and
+`evaluate_sequences` take both kinds of network, so the agent reads top to bottom once."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional, Union
 
 import jax
 import jax.numpy as jnp
 
 from jaxrl_sys.core import distributions as dist
-from jaxrl_sys.core.networks import ActorCritic, check_torso_fits
-from jaxrl_sys.core.types import Box, EnvSpec
+from jaxrl_sys.core.networks import ActorCritic, RecurrentActorCritic, check_torso_fits
+from jaxrl_sys.core.types import Box, EnvSpec, PyTree
+
+Network = Union[ActorCritic, RecurrentActorCritic]
 
 
-def build_network(spec: EnvSpec, config: Any) -> ActorCritic:
+def build_network(spec: EnvSpec, config: Any) -> Network:
     """The actor-critic network for an env spec: a categorical head for discrete actions, a
-    Gaussian one for a Box; `config` gives `hidden`, `activation` and `torso`."""
+    Gaussian one for a Box; `config` gives `hidden`, `activation`, `torso` and `memory` (a
+    recurrent network unless "none") with `memory_size`."""
     if isinstance(spec.action_space, Box):
         action_dim, discrete = int(spec.action_space.shape[0]), False
     else:
         action_dim, discrete = spec.action_space.n, True
     check_torso_fits(config.torso, spec.obs_shape, spec.name)
+    if config.memory != "none":
+        return RecurrentActorCritic(
+            action_dim=action_dim, discrete=discrete, hidden=config.hidden,
+            activation=config.activation, torso=config.torso, memory=config.memory,
+            memory_size=config.memory_size)
     return ActorCritic(action_dim=action_dim, discrete=discrete, hidden=config.hidden,
                        activation=config.activation, torso=config.torso)
 
@@ -29,9 +41,16 @@ def sample_actions(network: ActorCritic, params: Any, obs: jax.Array, key: jax.A
                    greedy: bool = False) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Actions for observations [B, ...] with their log-probabilities [B] and values [B];
     `key` is one key or per-row keys [B]. Greedy: argmax, or the Gaussian's mean."""
-    pi, value = network.apply(params, obs)
-    keys = key if key.ndim == 2 else jax.random.split(key, obs.shape[0])
-    if network.discrete:
+    return actions_of(network.apply(params, obs), network.discrete, key, greedy)
+
+
+def actions_of(outputs: Any, discrete: bool, key: jax.Array,
+               greedy: bool) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(actions [B], log-probs [B], values [B]) from a network's (policy, values [B])."""
+    pi, value = outputs
+    obs_rows = value.shape[0]
+    keys = key if key.ndim == 2 else jax.random.split(key, obs_rows)
+    if discrete:
         if greedy:
             action = jnp.argmax(pi, axis=-1)
         else:
@@ -42,12 +61,55 @@ def sample_actions(network: ActorCritic, params: Any, obs: jax.Array, key: jax.A
     return action, dist.gaussian_log_prob(mean, log_std, action), value
 
 
+def step_policy(network: Network, params: Any, memory: PyTree, obs: jax.Array,
+                starts: Optional[jax.Array], key: jax.Array, greedy: bool = False,
+                ) -> tuple[PyTree, jax.Array, jax.Array, jax.Array]:
+    """One acting step on observations [B, ...]: (memory after it, actions [B], log-probs [B],
+    values [B]). A recurrent network first resets the rows whose `starts` [B] is True; a
+    feed-forward one has no memory (None) and ignores `starts`."""
+    if isinstance(network, ActorCritic):
+        return (memory, *sample_actions(network, params, obs, key, greedy))
+    memory, (pi, value) = network.apply(params, memory, obs[None], starts[None])
+    return (memory, *actions_of((jax.tree.map(lambda x: x[0], pi), value[0]),
+                                network.discrete, key, greedy))
+
+
+def evaluate_sequences(network: Network, params: Any, memory: PyTree, obs: jax.Array,
+                       starts: Optional[jax.Array], actions: jax.Array,
+                       ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Log-probs, entropies and values, each flat [T * B], of the taken actions [T, B, ...]
+    at observations [T, B, ...]. A recurrent network replays the sequences from `memory` [B]
+    (their state before step 0), resetting at `starts` [T, B]; a feed-forward one scores every
+    step on its own."""
+    flat = lambda x: x.reshape(-1, *x.shape[2:])  # noqa: E731
+    if isinstance(network, ActorCritic):
+        return evaluate_actions(network, params, flat(obs), flat(actions))
+    _, (pi, value) = network.apply(params, memory, obs, starts)
+    return scored_actions((jax.tree.map(flat, pi), flat(value)), network.discrete, flat(actions))
+
+
+def sequence_values(network: Network, params: Any, memory: PyTree, obs: jax.Array) -> jax.Array:
+    """Values [B] of observations [B, ...] that continue the episodes `memory` [B] holds
+    (no reset): the bootstrap values of the observations that follow a step."""
+    if isinstance(network, ActorCritic):
+        return state_values(network, params, obs)
+    starts = jnp.zeros((1, obs.shape[0]), jnp.bool_)
+    return network.apply(params, memory, obs[None], starts)[1][1][0]
+
+
 def evaluate_actions(network: ActorCritic, params: Any, obs: jax.Array,
                      actions: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Log-probabilities [N] of taken actions, policy entropies [N] and values [N] of
     observations [N, ...] under `params`: what the loss needs."""
-    pi, value = network.apply(params, obs)
-    if network.discrete:
+    return scored_actions(network.apply(params, obs), network.discrete, actions)
+
+
+def scored_actions(outputs: Any, discrete: bool,
+                   actions: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(log-probs [N], entropies [N], values [N]) of actions [N] from a network's
+    (policy, values [N])."""
+    pi, value = outputs
+    if discrete:
         return dist.categorical_log_prob(pi, actions), dist.categorical_entropy(pi), value
     mean, log_std = pi
     return dist.gaussian_log_prob(mean, log_std, actions), dist.gaussian_entropy(log_std), value

@@ -1,0 +1,149 @@
+"""Recurrent PPO (`--set memory=gru|lstm`): the hidden state is reset where episodes end, no
+gradient crosses an episode start, replay reproduces acting, and evaluation carries the state.
+These are the checks that catch the published reset bugs (PureJaxRL issues 3 and 29, JaxMARL
+pull request 127)."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl_sys import envs
+from jaxrl_sys.agents import ppo
+from jaxrl_sys.agents.ppo.agent import collect, env_minibatch_indices
+from jaxrl_sys.agents.ppo.networks import evaluate_sequences
+from jaxrl_sys.core.config import ConfigError
+from jaxrl_sys.core.evaluation import evaluate
+from jaxrl_sys.core.networks import RecurrentActorCritic, initial_memory
+
+SMALL = dict(num_envs=8, rollout_steps=24, num_minibatches=2, update_epochs=1, total_steps=8 * 24)
+
+
+def recurrent_agent(env_name: str, memory: str = "gru", **env_params):
+    """A small recurrent PPO on `env_name` and its env."""
+    env = envs.make(env_name, **env_params)
+    config = dataclasses.replace(ppo.default_config(env_name), **SMALL, memory=memory,
+                                 memory_size=16, hidden=(16,))
+    return env, ppo.make(env, config)
+
+
+def memories_after_each_step(env_name: str, memory: str, **env_params):
+    """(memory after every step [T, B, ...] as a flat array, ended [T, B], starts [T, B]) of a
+    random-policy rollout of a fresh recurrent agent."""
+    env, agent = recurrent_agent(env_name, memory, **env_params)
+    state = agent.init(jax.random.PRNGKey(0))
+    vstate = agent.init_envs(jax.random.PRNGKey(1), jnp.arange(8))
+    one_step = dataclasses.replace(agent.config, rollout_steps=1)
+
+    def step(vstate, t):
+        next_vstate, traj, _ = collect(env, agent.network, one_step, None, state.params, None,
+                                       vstate, jax.random.PRNGKey(t))
+        ended = traj.terminated[0] | traj.truncated[0]
+        flat = jnp.concatenate([m.reshape(8, -1) for m in jax.tree.leaves(next_vstate.memory)],
+                               axis=1)
+        return next_vstate, (flat, ended, next_vstate.starts)
+
+    _, (flat, ended, starts) = jax.lax.scan(step, vstate, jnp.arange(40))
+    return np.asarray(flat), np.asarray(ended), np.asarray(starts)
+
+
+@pytest.mark.parametrize("memory", ["gru", "lstm"])
+def test_the_state_after_a_terminated_end_is_the_initial_state(memory):
+    # MemoryChain at memory_length 3 terminates after 4 steps: every env ends many times.
+    flat, ended, starts = memories_after_each_step("MemoryChain-bsuite", memory, memory_length=3)
+    assert ended.sum() >= 8 * 5
+    np.testing.assert_array_equal(flat[ended], 0.0)
+    assert np.all(np.abs(flat[~ended]).max(axis=-1) > 0)  # other steps do carry a state
+    np.testing.assert_array_equal(starts, ended)
+
+
+def test_the_state_after_a_truncated_end_is_the_initial_state():
+    # CartPole cut at 5 steps: episodes end by truncation (random play rarely falls in 5).
+    flat, ended, _ = memories_after_each_step("CartPole-v1", "gru", max_steps_in_episode=5)
+    assert ended.sum() >= 8 * 5
+    np.testing.assert_array_equal(flat[ended], 0.0)
+    assert np.all(np.abs(flat[~ended]).max(axis=-1) > 0)
+
+
+@pytest.mark.parametrize("memory", ["gru", "lstm"])
+def test_no_gradient_crosses_an_episode_start(memory):
+    network = RecurrentActorCritic(action_dim=3, discrete=True, hidden=(8,), memory=memory,
+                                   memory_size=8)
+    steps, batch, start = 7, 2, 4
+    obs = jax.random.normal(jax.random.PRNGKey(0), (steps, batch, 5))
+    starts = jnp.zeros((steps, batch), bool).at[start, 0].set(True)
+    memory0 = jax.tree.map(lambda m: m + 0.3, initial_memory(memory, 8, batch))
+    params = network.init(jax.random.PRNGKey(1), memory0, obs, starts)
+
+    def loss_at(t, obs, memory0):
+        """Env 0's logits and value at step t, summed."""
+        _, (logits, values) = network.apply(params, memory0, obs, starts)
+        return logits[t, 0].sum() + values[t, 0]
+
+    for t in range(start, steps):
+        grad_obs, grad_memory = jax.grad(loss_at, argnums=(1, 2))(t, obs, memory0)
+        np.testing.assert_array_equal(grad_obs[:start, 0], 0.0)
+        jax.tree.map(lambda g: np.testing.assert_array_equal(g[0], 0.0), grad_memory)
+        assert np.abs(grad_obs[start:t + 1, 0]).max() > 0
+    # Env 1 has no episode start: its loss at the last step does reach its first input.
+    grad_obs = jax.grad(lambda o: network.apply(params, memory0, o, starts)[1][1][-1, 1])(obs)
+    assert np.abs(grad_obs[0, 1]).max() > 0
+
+
+@pytest.mark.parametrize("memory", ["gru", "lstm"])
+def test_replaying_a_rollout_from_its_stored_state_reproduces_acting(memory):
+    # Episodes of 5 steps in rollouts of 24: the second rollout starts mid-episode.
+    env, agent = recurrent_agent("MemoryChain-bsuite", memory, memory_length=4)
+    state = agent.init(jax.random.PRNGKey(0))
+    vstate = agent.init_envs(jax.random.PRNGKey(1), jnp.arange(8))
+    # A first rollout, so that the second starts mid-episode from a stored non-zero state.
+    vstate, _, _ = collect(env, agent.network, agent.config, None, state.params, None, vstate,
+                           jax.random.PRNGKey(2))
+    _, traj, _ = collect(env, agent.network, agent.config, None, state.params, None, vstate,
+                         jax.random.PRNGKey(3))
+    assert np.abs(jax.tree.leaves(traj.memory)[0]).max() > 0 and traj.starts.any()
+    log_probs, _, values = evaluate_sequences(agent.network, state.params, traj.memory, traj.obs,
+                                              traj.starts, traj.actions)
+    np.testing.assert_allclose(log_probs.reshape(traj.log_probs.shape), traj.log_probs, atol=1e-6)
+    np.testing.assert_allclose(values.reshape(traj.values.shape), traj.values, atol=1e-6)
+
+
+def test_minibatches_are_whole_env_sequences_independent_of_the_device_split():
+    ids = jnp.arange(16)
+    whole = np.asarray(env_minibatch_indices(ids, jax.random.PRNGKey(0), 4))  # [4, 4]
+    assert sorted(whole.ravel()) == list(range(16))
+    assert all(sorted(row // 4) == [0, 1, 2, 3] for row in whole)  # one env of each block
+    # Two devices of 8 envs each deal their own blocks into the same minibatches.
+    halves = [np.asarray(env_minibatch_indices(ids[i * 8:(i + 1) * 8], jax.random.PRNGKey(0), 4))
+              + 8 * i for i in (0, 1)]
+    np.testing.assert_array_equal(np.concatenate(halves, axis=1), whole)
+
+
+def test_evaluation_carries_the_state():
+    """A recurrent policy that learned MemoryChain answers from memory: its greedy episodes
+    are correct, so the state reached the last step (a reset every step would score 0)."""
+    env, agent = recurrent_agent("MemoryChain-bsuite", memory_length=3)
+    config = dataclasses.replace(agent.config, num_envs=32, rollout_steps=32, num_minibatches=4,
+                                 update_epochs=4, total_steps=32 * 32 * 60, learning_rate=3e-3)
+    agent = ppo.make(env, config)
+    state = agent.init(jax.random.PRNGKey(0))
+    vstate = agent.init_envs(jax.random.PRNGKey(1), jnp.arange(32))
+    step = jax.jit(agent.train_step)
+    for i in range(60):
+        state, vstate, _ = step(state, vstate, jax.random.PRNGKey(100 + i))
+    returns, _ = jax.jit(lambda s: evaluate(envs.make("MemoryChain-bsuite", memory_length=3),
+                                            ppo.greedy_action(agent), s, jax.random.PRNGKey(7),
+                                            jnp.arange(64)))(state)
+    assert float(returns.mean()) > 0.9
+
+
+def test_bad_memory_settings_are_one_line_errors():
+    config = ppo.default_config("CartPole-v1")
+    for change, match in [(dict(memory="rnn"), "memory must be one of"),
+                          (dict(memory="gru", memory_size=0), "memory_size must be >= 1"),
+                          (dict(memory="gru", num_envs=6, num_minibatches=4), "sets of envs")]:
+        with pytest.raises(ConfigError, match=match):
+            dataclasses.replace(config, **change).validate()
+
