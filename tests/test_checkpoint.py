@@ -42,10 +42,13 @@ def saved_state(run_dir: Path) -> dict:
         checkpointer.close()
 
 
-@pytest.mark.parametrize("agent, steps", [("ppo", 12 * 1024), ("dqn", 12 * 512)])
-def test_killed_run_resumes_exactly(tmp_path, agent, steps):
+@pytest.mark.parametrize("agent, steps, extra", [
+    ("ppo", 12 * 1024, []), ("dqn", 12 * 512, []),
+    ("ppo", 12 * 1024, ["--env", "MemoryChain-bsuite", "--set", "memory=gru"]),  # memory resumed
+], ids=["ppo", "dqn", "ppo-gru"])
+def test_killed_run_resumes_exactly(tmp_path, agent, steps, extra):
     common = ["--agent", agent, "--total-steps", str(steps), "--chunks", "12",
-              "--checkpoint-every", "1", "--seed", "3", "--eval-episodes", "0"]
+              "--checkpoint-every", "1", "--seed", "3", "--eval-episodes", "0", *extra]
     full = run_train(*common, "--run-root", str(tmp_path / "full"))
     assert full.returncode == 0, full.stderr[-2000:]
 

@@ -118,19 +118,33 @@ def evaluate_host_run(args: argparse.Namespace, saved) -> int:
 
 
 def render_episode(env, policy, agent_state, key, renderer) -> list:
-    """Frames of one greedy episode, from the first observation to the last state."""
+    """Frames of one greedy episode, from the first observation to the last state (a
+    recurrent policy's memory carried from step to step)."""
     import jax
+    import jax.numpy as jnp
 
+    from jaxrl_sys.core.evaluation import stateful
+
+    policy = stateful(policy)
     reset = jax.jit(env.reset)
     step = jax.jit(env.step)
-    act = jax.jit(lambda obs, state, k: policy(
-        agent_state, obs[None], k, env_state=jax.tree.map(lambda x: x[None], state))[0])
+
+    @jax.jit
+    def act(obs, state, memory, starts, k):
+        """The greedy action for one observation, and the memory after it."""
+        actions, memory = policy.step(agent_state, memory, obs[None], starts, k,
+                                      env_state=jax.tree.map(lambda x: x[None], state))
+        return actions[0], memory
+
     reset_key, run_key = jax.random.split(key)
     obs, state = reset(reset_key)
+    memory, starts = policy.initial(1), jnp.ones(1, bool)
     frames = [renderer.frame(state)]
     for t in range(env.spec.max_episode_steps):
         act_key, step_key = jax.random.split(jax.random.fold_in(run_key, t))
-        obs, state, _, terminated, truncated, _ = step(step_key, state, act(obs, state, act_key))
+        action, memory = act(obs, state, memory, starts, act_key)
+        starts = jnp.zeros(1, bool)
+        obs, state, _, terminated, truncated, _ = step(step_key, state, action)
         if bool(terminated) or bool(truncated):  # the env has already reset: stop here
             break
         frames.append(renderer.frame(state))

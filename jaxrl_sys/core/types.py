@@ -204,6 +204,10 @@ class AgentDef(Protocol):
         """policy(state, obs, key, legal=None, env_state=None) -> actions, for evaluation
         (a `RecurrentPolicy` for an agent with memory)."""
 
+    # optional: `placement_problem(config, devices) -> Optional[str]`, one line naming a split
+    # of the envs over `devices` that the agent's update cannot take (refused before anything
+    # starts, like an indivisible num_envs)
+
 
 @runtime_checkable
 class HostAgentDef(AgentDef, Protocol):

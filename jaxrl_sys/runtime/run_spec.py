@@ -171,7 +171,7 @@ def resolve(spec: RunSpec, load_agent: Callable[[str], AgentDef],
     Raises UsageError, ConfigError, PlacementError or the loader's and registry's own errors,
     each one line.
     """
-    from jaxrl_sys.runtime.execution import check_placement
+    from jaxrl_sys.runtime.execution import PlacementError, check_placement
 
     spec.check()
     module = load_agent(spec.agent)
@@ -184,6 +184,7 @@ def resolve(spec: RunSpec, load_agent: Callable[[str], AgentDef],
     else:
         if spec.total_steps is not None:
             config = dataclasses.replace(config, total_steps=spec.total_steps)
+        refuse_memory_without_a_core(spec.agent, config, agent_pairs)
         config = apply_overrides(config, agent_pairs)
     config.validate()
     host = registry.is_host_env(env_name)
@@ -200,7 +201,20 @@ def resolve(spec: RunSpec, load_agent: Callable[[str], AgentDef],
             raise UsageError("--actor-threads and --actor-devices are for host-loop envs "
                              "(gymnasium:, envpool:); the device loop acts on every device")
         check_placement(config.num_envs, spec.devices, eval_episodes)
+        problem = getattr(module, "placement_problem", lambda config, devices: None)(
+            config, spec.devices)
+        if problem:
+            raise PlacementError(problem)
     return ResolvedRun(spec, module, env_name, config, env_kwargs, host, eval_episodes)
+
+
+def refuse_memory_without_a_core(agent: str, config: Any, pairs: list[str]) -> None:
+    """A memory torso asked of an agent whose config has none yet: one line saying so (rather
+    than the generic unknown-key list)."""
+    asked = any(pair.split("=", 1)[0].strip() == "memory" for pair in pairs)
+    if asked and not hasattr(config, "memory"):
+        raise UsageError(f"--set memory=...: agent {agent!r} cannot take a memory torso yet "
+                         "(recurrent agents: ppo)")
 
 
 def host_layout(spec: RunSpec, config: Any, processes: int = 1) -> Any:

@@ -17,6 +17,7 @@ from jaxrl_sys.agents.ppo.agent import (
     host_fns,
     init,
     make,
+    placement_problem,
 )
 from jaxrl_sys.agents.ppo.defaults import MINATAR_GAMES, PROMISES, TUNED, default_config
 from jaxrl_sys.agents.ppo.losses import (
@@ -56,6 +57,7 @@ __all__ = [
     'init',
     'make',
     'normalized_advantages',
+    'placement_problem',
     'ppo_loss',
     'value_loss',
 ]

@@ -449,6 +449,17 @@ DEFAULT_EVAL_EPISODES = 0  # PPO's training returns already measure its (stochas
 SELF_PLAY = False  # one agent's view of the env: no two-player self-play, no legal-move masks
 
 
+def placement_problem(config: Config, devices: int) -> Optional[str]:
+    """A recurrent config's minibatches are sets of whole env sequences dealt from blocks of
+    `num_minibatches` envs, so each device's envs must divide into them."""
+    local = config.num_envs // devices
+    if config.memory != "none" and local % config.num_minibatches:
+        return (f"memory={config.memory}: {devices} devices leave {local} envs each, which do "
+                f"not divide into num_minibatches={config.num_minibatches} sets of whole "
+                "sequences")
+    return None
+
+
 def host_config_problem(config: Config) -> Optional[str]:
     """What the host loop does not do yet with this config: a recurrent network (its actors
     would have to carry each env's state between steps)."""
