@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import importlib.util
 from typing import Any, Callable, Optional, Union
@@ -50,6 +51,14 @@ GYMNAX_NAMES: tuple[str, ...] = (
     "Swimmer-misc",
     "Pong-misc",
     "FrozenLake-misc",
+)
+
+# POPGym memory tasks, our ports of popjym's (jaxrl_sys/envs/popgym.py): `<Task><Level>-popgym`.
+# Literals, as GYMNAX_NAMES, so that `names()` imports neither the module nor gymnax.
+POPGYM_NAMES: tuple[str, ...] = tuple(
+    f"{task}{level}-popgym"
+    for task in ("RepeatFirst", "RepeatPrevious", "CountRecall", "StatelessCartPole")
+    for level in ("Easy", "Medium", "Hard")
 )
 
 # Returns at which an env counts as solved (Gymnasium's reward_threshold, where it has one;
@@ -245,6 +254,13 @@ def _make_own(name: str, params: dict[str, Any]) -> Env:
     return env_params.call_checked(name, factory, params)
 
 
+def _make_popgym(name: str, **params: Any) -> Env:
+    """Build POPGym preset `name`; its module (and gymnax) is imported on the first build."""
+    from jaxrl_sys.envs import popgym
+
+    return popgym.make(name, **params)
+
+
 def _unknown_message(name: str) -> str:
     """One line naming the closest known envs, or a few known ones if nothing is close."""
     known = names()
@@ -258,3 +274,5 @@ def _unknown_message(name: str) -> str:
 # Our own envs, each imported on its first `make`.
 register("TicTacToe-v0", "jaxrl_sys.envs.tictactoe:TicTacToe", eval_params={"opponent": "perfect"},
          players=lambda params: 2 if params.get("opponent", "self") == "self" else 1)
+for _name in POPGYM_NAMES:  # constructor knobs and EnvParams fields are checked by popgym.make
+    register(_name, functools.partial(_make_popgym, _name))
