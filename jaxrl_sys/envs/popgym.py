@@ -7,8 +7,8 @@ been dealt so far; balance a cart-pole seeing only the cart position and the pol
 
 Ported from popjym (github.com/FLAIROx/popjym, FLAIROx, Apache License 2.0 per its LICENSE
 file; a copy: LICENSES/popjym-Apache-2.0.txt), which is Chris Lu's popjaxrl
-(github.com/luchris429/popjaxrl) cleaned up; the tasks are from Morad et al. 2023, "POPGym: Benchmarking Partially Observable Reinforcement Learning"
-(ICLR). Observations, rewards, episode lengths, levels and random draws (same key, same episode)
+(github.com/luchris429/popjaxrl) cleaned up; the tasks are from Morad et al. 2023, "POPGym:
+Benchmarking Partially Observable Reinforcement Learning" (ICLR). Observations, rewards, episode lengths, levels and random draws (same key, same episode)
 are popjym's.
 Why ported, not depended on: popjym is not on PyPI, and POPGym Arcade (`popgym-arcade`) needs
 `stable-gymnax`, which installs a module named `gymnax` over gymnax, and renders 128x128 pixels.
