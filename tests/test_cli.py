@@ -63,7 +63,6 @@ def run_train(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
         (["--set", "memory=rnn"], "memory must be one of"),
         (["--set", "memory=gru", "--set", "num_envs=16", "--devices", "8"],
          "do not divide into num_minibatches=4"),
-        (["--set", "memory=lstm", "--env", "gymnasium:CartPole-v1"], "device envs only"),
         (["--env", "MemoryChain-bsuite", "--set", "env.memory_length=0"], "must be > 0"),
     ],
 )

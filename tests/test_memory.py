@@ -183,3 +183,55 @@ def test_rendering_steps_a_recurrent_policy_with_its_memory():
 
     frames = render_episode(env, ppo.greedy_action(agent), state, jax.random.PRNGKey(1), Frames())
     assert len(frames) == len(seen) >= 5
+
+
+def test_the_host_loop_resets_the_state_where_episodes_end():
+    """Through the host loop (worker processes): the state each step starts from is exactly
+    the initial one wherever an episode begins, after terminated and truncated ends alike
+    (Counter terminates at 4 on action 1, else its time limit truncates at 5), and nowhere
+    else; and the learner's replay of the rollout from the state before its first step gives
+    back the acting log-probabilities (no staleness: the same parameters)."""
+    import sys
+    from pathlib import Path
+
+    from jaxrl_sys.runtime import host_loop
+    from jaxrl_sys.runtime.host_loop import HostLoopConfig
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # workers import host_envs
+    env = envs.make_host("gymnasium:host_envs:Counter-v0", terminate_at=4)
+    config = dataclasses.replace(ppo.default_config("CartPole-v1"), num_envs=4, rollout_steps=16,
+                                 num_minibatches=2, memory="gru", memory_size=8, hidden=(8,),
+                                 total_steps=4 * 16 * 3)
+    fns = ppo.host_fns(ppo.make(env, config))
+
+    def learn(state, replay, rollout, key):
+        """PPO's learn, plus what the rollout says of the states at episode starts."""
+        memory, starts = rollout.extras["memory"], rollout.extras["starts"]  # [T, B, H], [T, B]
+        size = jnp.max(jnp.abs(memory), axis=-1)
+        log_probs, _, _ = evaluate_sequences(fns_agent.network, state.params, memory[0],
+                                             rollout.obs, starts, rollout.action)
+        new_state, replay, metrics = fns.learn(state, replay, rollout, key)
+        ended = rollout.terminated | rollout.truncated
+        return new_state, replay, {
+            **metrics,
+            "at_starts": jnp.max(jnp.where(starts, size, 0.0)),
+            # two steps into an episode (Counter's first observation, 0, leaves a fresh
+            # network's state at 0): a state is carried
+            "elsewhere": jnp.min(jnp.where(starts[1:] | starts[:-1], jnp.inf, size[1:])),
+            "starts_after_ends": jnp.all(starts[1:] == ended[:-1]).astype(jnp.float32),
+            "terminated": jnp.sum(rollout.terminated).astype(jnp.float32),
+            "truncated": jnp.sum(rollout.truncated).astype(jnp.float32),
+            "replay_error": jnp.max(jnp.abs(log_probs.reshape(starts.shape)
+                                            - rollout.extras["log_prob"])),
+        }
+
+    fns_agent = ppo.make(env, config)
+    result = host_loop.train(env, fns._replace(learn=learn), seed=0, num_iterations=3,
+                             iters_per_chunk=1, config=HostLoopConfig(staleness=0))
+    for summary in result.history:
+        values = summary.final_values
+        assert float(values["terminated"][0]) > 0 and float(values["truncated"][0]) > 0
+        assert float(values["at_starts"][0]) == 0.0
+        assert float(values["elsewhere"][0]) > 0.0
+        assert float(values["starts_after_ends"][0]) == 1.0
+        assert float(values["replay_error"][0]) < 1e-6

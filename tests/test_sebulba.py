@@ -50,7 +50,8 @@ def _params_after(module, layout: HostLayout, staleness: int, **overrides) -> di
 @pytest.mark.parametrize("module, overrides", [
     (ppo, {"rollout_steps": 16, "num_minibatches": 2}),
     (impala, {"rollout_steps": 16, "num_minibatches": 2}),
-], ids=["ppo", "impala"])
+    (ppo, {"rollout_steps": 16, "num_minibatches": 2, "memory": "gru", "memory_size": 16}),
+], ids=["ppo", "impala", "ppo-gru"])
 def test_device_and_thread_counts_do_not_change_results(module, overrides):
     """One actor thread per device on 4 devices, and 2 acting + 2 learning devices with 4
     threads, give the parameters of one thread on one device (same global batch)."""

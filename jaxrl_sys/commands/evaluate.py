@@ -94,6 +94,7 @@ def report(agent: str, env_name: str, chunk: int, episodes: int, seeds, returns,
 def evaluate_host_run(args: argparse.Namespace, saved) -> int:
     """A gymnasium: run: greedy episodes in worker processes through the host loop."""
     import jax
+    import jax.numpy as jnp
     import numpy as np
 
     from jaxrl_sys.envs.render import gymnasium_episode_frames, write_gif
@@ -108,10 +109,20 @@ def evaluate_host_run(args: argparse.Namespace, saved) -> int:
     report(resolved.spec.agent, resolved.env_name, record["chunk"], args.episodes,
            resolved.seeds, returns[None], lengths[None])
     if args.render is not None:
-        act = jax.jit(lambda obs, step: policy(agent_state, obs,
-                                               jax.random.fold_in(jax.random.PRNGKey(0), step)))
-        frames = gymnasium_episode_frames(env, lambda obs, step: act(obs, np.int32(step)),
-                                          seed=args.seed)
+        from jaxrl_sys.core.evaluation import stateful
+
+        recurrent = stateful(policy)  # the one episode's memory is carried from step to step
+        step_policy = jax.jit(lambda obs, step, memory: recurrent.step(
+            agent_state, memory, obs, jnp.reshape(step == 0, (1,)),
+            jax.random.fold_in(jax.random.PRNGKey(0), step)))
+        memory = [recurrent.initial(1)]
+
+        def act(obs, step):
+            """The greedy action for one observation; keeps the memory after it."""
+            action, memory[0] = step_policy(obs, np.int32(step), memory[0])
+            return action
+
+        frames = gymnasium_episode_frames(env, act, seed=args.seed)
         write_gif(frames, args.render)
         print(f"wrote {args.render} ({len(frames)} frames)")
     return 0

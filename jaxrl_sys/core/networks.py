@@ -264,7 +264,9 @@ def reset_memory(memory: PyTree, starts: jax.Array) -> PyTree:
 
 class _ResettingCell(nn.Module):
     """One step of a GRU or LSTM cell on features [B, F], first resetting the rows that
-    start an episode; `nn.scan` turns it into `SequenceMemory`."""
+    start an episode; `nn.scan` turns it into `SequenceMemory`. Emits the carry after the
+    step with the output, so a sequence's per-step states can be read back (R2D2 values each
+    step's next observation from them)."""
 
     memory: str
     size: int
@@ -279,7 +281,8 @@ class _ResettingCell(nn.Module):
         else:
             cell = nn.GRUCell(self.size, kernel_init=orthogonal(1.0),
                               recurrent_kernel_init=orthogonal(1.0))
-        return cell(carry, features)
+        carry, output = cell(carry, features)
+        return carry, (carry, output)
 
 
 SequenceMemory = nn.scan(
@@ -287,8 +290,9 @@ SequenceMemory = nn.scan(
     in_axes=0, out_axes=0,
 )
 SequenceMemory.__doc__ = """A recurrent cell run over time: (carry [B, ...], (features [T, B, F],
-starts bool [T, B])) -> (carry after the last step, outputs [T, B, size]); the carry is reset
-to zeros before every step whose `starts` is True (truncated back-propagation stops there)."""
+starts bool [T, B])) -> (carry after the last step, (carries after each step [T, B, ...],
+outputs [T, B, size])); the carry is reset to zeros before every step whose `starts` is True
+(truncated back-propagation stops there)."""
 
 
 class RecurrentActorCritic(nn.Module):
@@ -298,7 +302,9 @@ class RecurrentActorCritic(nn.Module):
     `__call__(memory, obs [T, B, ...], starts [T, B])` -> (memory after the last step,
     (policy outputs [T, B, ...], values [T, B])): logits, or (mean, log_std) for a Box, as
     `ActorCritic` gives. `starts[t]` marks an observation that begins an episode: the state is
-    reset before it, so no output depends on an earlier episode.
+    reset before it, so no output depends on an earlier episode. A copy with
+    `per_step_carries=True` (`network.clone(...)`, the same parameters) returns the state after
+    every step as a third output, from which each step's next observation can be valued.
     """
 
     action_dim: int
@@ -308,13 +314,14 @@ class RecurrentActorCritic(nn.Module):
     torso: str = "mlp"
     memory: str = "gru"
     memory_size: int = 128
+    per_step_carries: bool = False  # also return the state after every step [T, B, ...]
 
     @nn.compact
     def __call__(self, memory: PyTree, obs: jax.Array, starts: jax.Array):
         steps, batch = obs.shape[:2]
         features = make_torso(self.torso, self.hidden, self.activation)(
             obs.reshape(steps * batch, *obs.shape[2:]))
-        memory, outputs = SequenceMemory(self.memory, self.memory_size)(
+        memory, (carries, outputs) = SequenceMemory(self.memory, self.memory_size)(
             memory, (features.reshape(steps, batch, -1), starts))
         flat = outputs.reshape(steps * batch, -1)
         width = (self.hidden[-1],)
@@ -322,7 +329,10 @@ class RecurrentActorCritic(nn.Module):
         values = Head(1, scale=1.0)(MLP(width, self.activation)(flat))[:, 0]
         unflat = lambda x: x.reshape(steps, batch, *x.shape[1:])  # noqa: E731
         if self.discrete:
-            return memory, (unflat(logits), unflat(values))
-        log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
-        mean = unflat(logits)
-        return memory, ((mean, jnp.broadcast_to(log_std, mean.shape)), unflat(values))
+            policy = unflat(logits)
+        else:
+            log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
+            policy = (unflat(logits), jnp.broadcast_to(log_std, unflat(logits).shape))
+        if self.per_step_carries:
+            return memory, (policy, unflat(values)), carries
+        return memory, (policy, unflat(values))

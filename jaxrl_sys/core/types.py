@@ -103,6 +103,10 @@ class HostFns(NamedTuple):
         obs [B, ...] of the envs of global ids env_ids [B]; keys [B]: one per env, from its
         id (so actions do not depend on how envs are split over actor threads or devices);
         env_steps: env steps (over all envs) taken before this step, for schedules
+    A recurrent agent sets `initial_memory(num_envs) -> memory [B, ...]`, and its act is then
+    act(params, obs, keys, env_steps, env_ids, memory, starts) -> (action, extras, memory)
+        memory: its state before the step, starts bool [B]: the observations that begin an
+        episode (the loop resets the memory of ended envs to the initial state itself)
     learn(agent_state, replay, rollout, key) -> (agent_state, replay, metrics)
         this learner device's rows of the rollout [T, B_local, ...] (`rollout.env_ids`: their
         global ids) and of the replay; gradients `pmean`-ed over the "device" axis; replay
@@ -115,6 +119,7 @@ class HostFns(NamedTuple):
     learn: Callable[[PyTree, PyTree, Rollout, jax.Array], tuple[PyTree, PyTree, Metrics]]
     num_envs: int
     rollout_steps: int
+    initial_memory: Optional[Callable[[int], PyTree]] = None
 
 
 @dataclasses.dataclass(frozen=True)

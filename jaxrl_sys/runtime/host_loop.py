@@ -30,7 +30,7 @@ import multiprocessing
 import queue
 import threading
 import time
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Callable, Optional, Protocol, Union
 
 import jax
 import jax.numpy as jnp
@@ -38,8 +38,12 @@ import numpy as np
 
 from jaxrl_sys.runtime.driver import ChunkSummary, EPISODE_KEYS, TrainResult, check_finite, summarize
 from jaxrl_sys.runtime.execution import all_finite
+from jaxrl_sys.core.networks import reset_memory
 from jaxrl_sys.core.rollout import per_env_keys
-from jaxrl_sys.core.types import EnvSpec, HostFns, PyTree, Rollout  # noqa: F401  (re-exported)
+from jaxrl_sys.core.evaluation import stateful
+from jaxrl_sys.core.types import (  # noqa: F401  (EnvSpec re-exported)
+    EnvSpec, HostFns, PyTree, RecurrentPolicy, Rollout,
+)
 from jaxrl_sys.runtime.host_placement import (
     ENV_AXIS_SPEC, REPLICATED, TIME_MAJOR_SPEC, HostLayout, HostPlacement, place_host,
 )
@@ -145,11 +149,14 @@ class _Actor(threading.Thread):
     def __init__(self, index: int, env: HostEnv, envs: Any, first_obs: np.ndarray,
                  act: Callable, store: _ParamStore, key: jax.Array, env_ids: np.ndarray,
                  device: Any, pieces: list[tuple[Any, int, int]], iterations: range,
-                 steps: int, config: HostLoopConfig) -> None:
+                 steps: int, config: HostLoopConfig, memory: PyTree = None) -> None:
         super().__init__(name=f"host-loop-actor-{index}", daemon=True)
         self.index, self.env, self.envs, self.obs = index, env, envs, first_obs
         self.act, self.store, self.key, self.device = act, store, key, device
         self.env_ids = jax.device_put(env_ids, device)
+        # a recurrent agent's state of each env (None otherwise) and where episodes begin
+        self.memory = jax.device_put(memory, device)
+        self.starts = np.ones(first_obs.shape[0], bool)
         # (learner device, first, last + 1) in this thread's rows: where each part goes
         self.pieces = pieces
         self.iterations, self.steps, self.config = iterations, steps, config
@@ -193,8 +200,9 @@ class _Actor(threading.Thread):
             for t in range(self.steps):
                 if self.stop.is_set():
                     raise _Stopped
-                action, step_extras = self.act(params, self.obs, self.key,
-                                               np.int32(iteration * self.steps + t), self.env_ids)
+                action, step_extras, self.memory = self.act(
+                    params, self.obs, self.key, np.int32(iteration * self.steps + t),
+                    self.env_ids, self.memory, self.starts)
                 action = np.asarray(action)  # the only device-to-host copy of a step
                 extras.append(step_extras)
                 now = time.perf_counter()
@@ -221,7 +229,9 @@ class _Actor(threading.Thread):
                             np.asarray(info["final_obs"][i])[None]
                         )[0]
                 episodes.step(reward, done)
-                self.obs = next_obs
+                self.obs, self.starts = next_obs, done
+                if self.memory is not None and done.any():  # the next episode from scratch
+                    self.memory = _reset_memory(self.memory, done)
                 now = time.perf_counter()
                 self.seconds["host"] += now - clock
                 clock = now
@@ -289,15 +299,28 @@ def _stack_steps(per_step: list) -> PyTree:
     return jax.tree.map(lambda *xs: jnp.stack(xs), *per_step)
 
 
+_reset_memory = jax.jit(reset_memory)
+
+
 def _act_fn(fns: HostFns) -> Callable:
     """`fns.act` with per-env keys of the envs' global ids [B] and the env-step count (over
-    all envs) derived on device from the step's index."""
+    all envs) derived on device from the step's index, as one signature for every agent:
+    `act(params, obs, key, step, env_ids, memory, starts) -> (action, extras, memory)` (a
+    feed-forward agent's memory stays None)."""
 
-    def act(params, obs, key, step, env_ids):
+    def act(params, obs, key, step, env_ids, memory, starts):
         keys = per_env_keys(jax.random.fold_in(key, step), env_ids)
-        return fns.act(params, obs, keys, step * fns.num_envs, env_ids)
+        if fns.initial_memory is None:
+            action, extras = fns.act(params, obs, keys, step * fns.num_envs, env_ids)
+            return action, extras, memory
+        return fns.act(params, obs, keys, step * fns.num_envs, env_ids, memory, starts)
 
     return jax.jit(act)
+
+
+def _initial_memory(fns: HostFns, num_envs: int) -> PyTree:
+    """A recurrent agent's initial state of `num_envs` envs; None for a feed-forward one."""
+    return None if fns.initial_memory is None else fns.initial_memory(num_envs)
 
 
 def _rollout_shapes(fns: HostFns, env: HostEnv, params: PyTree, act: Callable,
@@ -308,7 +331,8 @@ def _rollout_shapes(fns: HostFns, env: HostEnv, params: PyTree, act: Callable,
     rows = placement.layout.thread_envs
     obs = jax.ShapeDtypeStruct((rows, *env.spec.obs_shape), jnp.dtype(env.spec.obs_dtype))
     ids = jax.ShapeDtypeStruct((rows,), jnp.int32)
-    action, extras = jax.eval_shape(act, params, obs, jax.random.PRNGKey(0), np.int32(0), ids)
+    action, extras, _ = jax.eval_shape(act, params, obs, jax.random.PRNGKey(0), np.int32(0), ids,
+                                       _initial_memory(fns, rows), np.ones(rows, bool))
     sharding = placement.sharding(TIME_MAJOR_SPEC)
 
     def over_time(x):
@@ -480,8 +504,10 @@ def train(
         for device in dict.fromkeys(devices):  # compile `act` once per actor device
             thread = devices.index(device)
             ids = placement.thread_env_ids(thread)
-            _, extras = in_thread(lambda: act(params[device], started[thread][1], actor_key,
-                                              np.int32(0), jax.device_put(ids, device)))
+            _, extras, _ = in_thread(lambda: act(
+                params[device], started[thread][1], actor_key, np.int32(0),
+                jax.device_put(ids, device), _initial_memory(fns, len(ids)),
+                np.ones(len(ids), bool)))
             wait_ready(_stack_steps([extras] * fns.rollout_steps))
         env_ids = _global_env_ids(placement)
         finite = in_thread(lambda: jax.jit(all_finite).lower(agent_state).compile())
@@ -493,7 +519,7 @@ def train(
             _Actor(thread, env, envs, obs, act, store, actor_key,
                    placement.thread_env_ids(thread), devices[thread],
                    _thread_pieces(placement, thread), range(first_iteration, num_iterations),
-                   fns.rollout_steps, config)
+                   fns.rollout_steps, config, _initial_memory(fns, obs.shape[0]))
             for thread, (envs, obs) in enumerate(started)
         ]
         train_start = time.perf_counter()
@@ -626,7 +652,7 @@ def _shutdown(actor: Optional[_Actor], envs: Any, terminate: bool) -> None:
 
 def evaluate(
     env: HostEnv,
-    policy: Callable[[PyTree, jax.Array, jax.Array], jax.Array],
+    policy: Union[Callable[[PyTree, jax.Array, jax.Array], jax.Array], RecurrentPolicy],
     agent_state: PyTree,
     num_episodes: int,
     *,
@@ -636,10 +662,14 @@ def evaluate(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Returns and lengths of `num_episodes` episodes of `policy(agent_state, obs, key)` in
     worker processes. Worker i plays episodes i, i + W, ... so that the set does not favour
-    short episodes; workers are reaped on every exit path."""
+    short episodes; workers are reaped on every exit path. A `RecurrentPolicy` carries each
+    worker's memory, reset where its episodes begin."""
     workers = max(1, min(num_workers, num_episodes))
     quota = [len(range(i, num_episodes, workers)) for i in range(workers)]
-    act = jax.jit(lambda obs, key: policy(agent_state, obs, key))
+    policy = stateful(policy)
+    act = jax.jit(lambda obs, key, memory, starts: policy.step(agent_state, memory, obs, starts,
+                                                                key))
+    memory, starts = policy.initial(workers), np.ones(workers, bool)
     key = jax.random.PRNGKey(seed)
     envs = env.make_vector(workers, "spawn")
     failed = True
@@ -652,10 +682,10 @@ def evaluate(
             results: list[list[tuple[float, int]]] = [[] for _ in range(workers)]
             step = 0
             while any(len(r) < q for r, q in zip(results, quota)):
-                action = np.asarray(act(obs, jax.random.fold_in(key, step)))
-                envs.step_async(env.decode_actions(action))
+                action, memory = act(obs, jax.random.fold_in(key, step), memory, starts)
+                envs.step_async(env.decode_actions(np.asarray(action)))
                 raw_obs, reward, terminated, truncated, _ = envs.step_wait(timeout=step_timeout)
-                done = np.logical_or(terminated, truncated)
+                done = starts = np.logical_or(terminated, truncated)
                 returns, lengths = tracker.episode_return.copy(), tracker.episode_length.copy()
                 tracker.step(reward, done)
                 for i in np.flatnonzero(done):

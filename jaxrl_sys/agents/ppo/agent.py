@@ -44,8 +44,8 @@ from flax import struct
 
 from jaxrl_sys.agents.ppo.losses import ppo_loss
 from jaxrl_sys.agents.ppo.networks import (
-    Network, build_network, env_actions, evaluate_sequences, sample_actions, sequence_values,
-    state_values, step_policy,
+    Network, build_network, env_actions, evaluate_sequences, rollout_values, sample_actions,
+    sequence_values, step_policy,
 )
 from jaxrl_sys.core import collectives, obs_norm
 from jaxrl_sys.core.config import (
@@ -460,15 +460,6 @@ def placement_problem(config: Config, devices: int) -> Optional[str]:
     return None
 
 
-def host_config_problem(config: Config) -> Optional[str]:
-    """What the host loop does not do yet with this config: a recurrent network (its actors
-    would have to carry each env's state between steps)."""
-    if config.memory != "none":
-        return (f"memory={config.memory} runs on device envs only for now; the host loop "
-                "(gymnasium:, envpool:) takes feed-forward PPO (memory=none)")
-    return None
-
-
 def host_fns(agent: Agent) -> HostFns:
     """PPO for the host loop: the same `act` and `update`, on rollouts from worker processes.
 
@@ -479,30 +470,37 @@ def host_fns(agent: Agent) -> HostFns:
     The log-probabilities stay the acting ones: the importance ratio (and, with `vtrace`,
     V-trace's rho, which corrects the targets for the staleness) is against the policy that
     chose the actions.
+
+    A recurrent config's actors carry each env's state (`HostFns.initial_memory`); `act`
+    records the state before each step and where episodes start, and the learner replays the
+    rollout from the state before its first step, as the device loop does.
     """
     config = agent.config
+    recurrent = config.memory != "none"
 
-    def act(actor, obs, keys, env_steps, env_ids):
+    def act(actor, obs, keys, env_steps, env_ids, memory=None, starts=None):
         """Sampled actions [B] for the workers' observations [B, ...] (per-env keys [B]),
-        and their log-probs."""
+        their log-probs, and (recurrent) the state before the step and the one after it."""
         params, obs_stats = actor
-        action, log_prob, _ = agent.act(params, obs_norm.normalize(obs_stats, obs), keys)
-        return action, {"log_prob": log_prob}
+        new_memory, action, log_prob, _ = agent.step_policy(
+            params, memory, obs_norm.normalize(obs_stats, obs), starts, keys)
+        if not recurrent:
+            return action, {"log_prob": log_prob}
+        return action, {"log_prob": log_prob, "memory": memory, "starts": starts}, new_memory
 
     def learn(state: State, replay, rollout: Rollout, key):
         """`update` on a rollout [T, B, ...] from the workers, with the learner's values."""
-        steps, envs = rollout.obs.shape[:2]
-
-        def values_of(obs):
-            """The learner's values [T, B] of observations [T, B, ...]."""
-            flat = obs_norm.normalize(state.obs_stats, obs.reshape(steps * envs, *obs.shape[2:]))
-            return state_values(agent.network, state.params, flat).reshape(steps, envs)
-
+        normalize = functools.partial(obs_norm.normalize, state.obs_stats)
+        starts = rollout.extras["starts"] if recurrent else None
+        memory = jax.tree.map(lambda m: m[0], rollout.extras["memory"]) if recurrent else None
+        values, next_values = rollout_values(agent.network, state.params, memory,
+                                             normalize(rollout.obs), starts,
+                                             normalize(rollout.next_obs))
         trajectory = Trajectory(
             obs=rollout.obs, actions=rollout.action, log_probs=rollout.extras["log_prob"],
-            values=values_of(rollout.obs), next_values=values_of(rollout.next_obs),
+            values=values, next_values=next_values,
             rewards=rollout.reward * config.reward_scale, terminated=rollout.terminated,
-            truncated=rollout.truncated, env_ids=rollout.env_ids,
+            truncated=rollout.truncated, env_ids=rollout.env_ids, starts=starts, memory=memory,
         )
         state, metrics = agent.update(state, trajectory, key)
         return state, replay, metrics
@@ -514,4 +512,6 @@ def host_fns(agent: Agent) -> HostFns:
         learn=learn,
         num_envs=config.num_envs,
         rollout_steps=config.rollout_steps,
+        initial_memory=(functools.partial(initial_memory, config.memory, config.memory_size)
+                        if recurrent else None),
     )

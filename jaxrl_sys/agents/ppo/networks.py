@@ -28,7 +28,7 @@ def build_network(spec: EnvSpec, config: Any) -> Network:
     else:
         action_dim, discrete = spec.action_space.n, True
     check_torso_fits(config.torso, spec.obs_shape, spec.name)
-    if config.memory != "none":
+    if getattr(config, "memory", "none") != "none":  # IMPALA's config has no memory yet
         return RecurrentActorCritic(
             action_dim=action_dim, discrete=discrete, hidden=config.hidden,
             activation=config.activation, torso=config.torso, memory=config.memory,
@@ -95,6 +95,24 @@ def sequence_values(network: Network, params: Any, memory: PyTree, obs: jax.Arra
         return state_values(network, params, obs)
     starts = jnp.zeros((1, obs.shape[0]), jnp.bool_)
     return network.apply(params, memory, obs[None], starts)[1][1][0]
+
+
+def rollout_values(network: Network, params: Any, memory: PyTree, obs: jax.Array,
+                   starts: Optional[jax.Array], next_obs: jax.Array,
+                   ) -> tuple[jax.Array, jax.Array]:
+    """Values [T, B] of a rollout's observations [T, B, ...] and of each step's next
+    observation [T, B, ...]. A recurrent network replays the sequences from `memory` [B]
+    (resetting at `starts` [T, B]) and values each next observation from the state after
+    its step, as acting did."""
+    steps, envs = obs.shape[:2]
+    flat = lambda x: x.reshape(steps * envs, *x.shape[2:])  # noqa: E731
+    if isinstance(network, ActorCritic):
+        return (state_values(network, params, flat(obs)).reshape(steps, envs),
+                state_values(network, params, flat(next_obs)).reshape(steps, envs))
+    _, (_, values), carries = network.clone(per_step_carries=True).apply(
+        params, memory, obs, starts)
+    next_values = sequence_values(network, params, jax.tree.map(flat, carries), flat(next_obs))
+    return values, next_values.reshape(steps, envs)
 
 
 def evaluate_actions(network: ActorCritic, params: Any, obs: jax.Array,
