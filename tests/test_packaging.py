@@ -50,4 +50,4 @@ def test_an_entry_point_runs_outside_the_repository(tmp_path):
                              "sys.argv = ['jaxrl-train', '--agent', 'nope']; entry()"],
                             cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines() == ["error: unknown agent 'nope'; known: ppo, dqn, sac, muzero, impala"]
+    assert result.stderr.strip().splitlines() == ["error: unknown agent 'nope'; known: ppo, dqn, sac, muzero, impala, r2d2"]

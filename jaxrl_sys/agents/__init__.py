@@ -20,6 +20,7 @@ AGENTS: dict[str, str] = {
     "sac": "jaxrl_sys.agents.sac",
     "muzero": "jaxrl_sys.agents.muzero",
     "impala": "jaxrl_sys.agents.impala",
+    "r2d2": "jaxrl_sys.agents.r2d2",
 }
 
 

@@ -85,6 +85,35 @@ def n_step_targets(
     return target
 
 
+def n_step_sequence_targets(
+    rewards: jax.Array,
+    next_values: jax.Array,
+    terminated: jax.Array,
+    truncated: jax.Array,
+    n: int,
+    gamma: float,
+) -> jax.Array:
+    """n-step bootstrapped targets [T, B] for every step of time-major sequences [T, B].
+
+    Step t's target is `n_step_targets` of the window of steps t .. t + n - 1: rewards summed
+    up to the first episode end in it, or to the sequence's last step (the horizon shortens
+    there), then `next_values` of that step (the value of the state actually reached after it,
+    its pre-reset next observation) unless it was terminated.
+    """
+    steps = rewards.shape[0]
+    index = jnp.arange(steps)[:, None] + jnp.arange(n)[None, :]  # [T, n]
+    valid = jnp.broadcast_to((index < steps)[:, None, :], (steps, rewards.shape[1], n))
+    index = jnp.minimum(index, steps - 1)
+
+    def windows(x: jax.Array) -> jax.Array:
+        """[T, B] as windows [T * B, n]: row (t, b) holds steps t .. t + n - 1 of b."""
+        return jnp.swapaxes(x[index], 1, 2).reshape(-1, n)
+
+    targets = n_step_targets(windows(rewards), windows(next_values), windows(terminated),
+                             windows(truncated), valid.reshape(-1, n), gamma)
+    return targets.reshape(rewards.shape)
+
+
 def importance_weights(target_log_probs: jax.Array, behaviour_log_probs: jax.Array) -> jax.Array:
     """rho_t = pi(a_t|x_t) / mu(a_t|x_t), [T, B], from the taken actions' log-probabilities
     under the learner's policy pi and the acting policy mu; no gradient flows through it."""

@@ -214,7 +214,7 @@ def refuse_memory_without_a_core(agent: str, config: Any, pairs: list[str]) -> N
     asked = any(pair.split("=", 1)[0].strip() == "memory" for pair in pairs)
     if asked and not hasattr(config, "memory"):
         raise UsageError(f"--set memory=...: agent {agent!r} cannot take a memory torso yet "
-                         "(recurrent agents: ppo)")
+                         "(recurrent agents: ppo with --set memory=gru, and r2d2)")
 
 
 def host_layout(spec: RunSpec, config: Any, processes: int = 1) -> Any:

@@ -1,0 +1,29 @@
+"""R2D2's shipped per-env defaults as data, and the envs its learning check holds them to.
+
+Each `Tuned` entry lists the config fields one env (or a `*` family) sets on top of `Config`
+and one line of what they reached; how each was found is in docs/notes/r2d2.md.
+"""
+
+from __future__ import annotations
+
+from jaxrl_sys.agents.r2d2.config import Config
+from jaxrl_sys.core.config import Tuned, tuned_config
+from jaxrl_sys.core.types import LearningPromise
+
+DEFAULT_ENV = "MemoryChain-bsuite"
+
+TUNED: tuple[Tuned, ...] = (
+    Tuned("MemoryChain-bsuite", {},
+          "memory_length 5: greedy 1.0 on each of 4 seeds at 500k steps, 1.0 from the first "
+          "chunk (25k steps) on; memory_length 30 needs longer sequences (docs/notes/r2d2.md)"),
+)
+
+# two seeds: the case then trains in under a minute on two CPU cores
+PROMISES: tuple[LearningPromise, ...] = (
+    LearningPromise("MemoryChain-bsuite", 0.9, test_seeds=2),
+)
+
+
+def default_config(env_name: str) -> Config:
+    """The R2D2 config for `env_name`: `Config`'s defaults with that env's `TUNED` overrides."""
+    return tuned_config(Config(), TUNED, env_name)
