@@ -5,6 +5,7 @@ pull request 127)."""
 
 import dataclasses
 
+import flax.linen as flax_nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -235,3 +236,40 @@ def test_the_host_loop_resets_the_state_where_episodes_end():
         assert float(values["elsewhere"][0]) > 0.0
         assert float(values["starts_after_ends"][0]) == 1.0
         assert float(values["replay_error"][0]) < 1e-6
+
+
+@pytest.mark.parametrize("memory", ["gru", "lstm"])
+def test_the_fused_sequence_memory_computes_flax_s_cells(memory):
+    """`SequenceMemory` projects all inputs before its loop; with flax's cell's weights laid out
+    in its blocks, it gives flax's `GRUCell` / `OptimizedLSTMCell` step for step."""
+    from jaxrl_sys.core.networks import SequenceMemory
+
+    steps, batch, features, size = 5, 3, 4, 6
+    x = jax.random.normal(jax.random.PRNGKey(0), (steps, batch, features))
+    starts = jnp.zeros((steps, batch), bool).at[2, 1].set(True)
+    carry0 = jax.tree.map(lambda m: m + 0.5, initial_memory(memory, size, batch))
+    if memory == "gru":
+        cell = flax_nn.GRUCell(size)
+        in_names, h_names = ("ir", "iz", "in"), ("hr", "hz", "hn")
+    else:
+        cell = flax_nn.OptimizedLSTMCell(size)
+        in_names, h_names = ("ii", "if", "ig", "io"), ("hi", "hf", "hg", "ho")
+    cell_params = cell.init(jax.random.PRNGKey(1), carry0, x[0])["params"]
+    cell_params = jax.tree.map(lambda p: p + 0.1 * jax.random.normal(jax.random.PRNGKey(2),
+                                                                     p.shape), cell_params)
+    cat = lambda names, leaf: jnp.concatenate(  # noqa: E731
+        [cell_params[n].get(leaf, jnp.zeros(size)) for n in names], axis=-1)
+    params = {"input": {"kernel": cat(in_names, "kernel"),
+                        "bias": cat(in_names, "bias") + (0 if memory == "gru"
+                                                         else cat(h_names, "bias"))},
+              "recurrent_kernel": cat(h_names, "kernel")}
+    if memory == "gru":
+        params["recurrent_bias"] = cell_params["hn"]["bias"]
+    _, (carries, outputs) = SequenceMemory(memory, size).apply({"params": params}, carry0,
+                                                               (x, starts))
+    carry, want = carry0, []
+    for t in range(steps):
+        carry = jax.tree.map(lambda c: jnp.where(starts[t][:, None], 0.0, c), carry)
+        carry, out = cell.apply({"params": cell_params}, carry, x[t])
+        want.append(out)
+    np.testing.assert_allclose(outputs, jnp.stack(want), atol=1e-5)
