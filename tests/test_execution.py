@@ -38,7 +38,9 @@ def assert_trees_close(a, b, rtol=1e-5, atol=1e-7):
 def test_eight_devices_equal_one_device_with_the_same_global_batch(variant):
     params_1, metrics_1 = run_ppo(1, [3], **variant)
     params_8, metrics_8 = run_ppo(8, [3], **variant)
-    assert_trees_close(params_8, params_1)
+    # the recurrent core projects all [T * B] inputs in one matmul: 16 rows per device against
+    # 128 on one run other kernels, which round differently in the last bits (seen: 3e-7)
+    assert_trees_close(params_8, params_1, atol=1e-6 if "memory" in variant else 1e-7)
     np.testing.assert_allclose(metrics_8["episode_count"], metrics_1["episode_count"])
     # Training did move the parameters (the comparison is not between two initialisations).
     params_0, _ = run_ppo(1, [3], iters=1, **variant)
