@@ -80,14 +80,25 @@ def build_ours(total_steps: int, memory: str):
     return train, config.num_iterations * config.steps_per_iteration
 
 
+def vendored_purejaxrl():
+    """The vendored PureJaxRL module beside this script, loaded from its file (scripts/ is not
+    a package, and the script leaves sys.path alone)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().with_name("purejaxrl_ppo_rnn.py")
+    spec = importlib.util.spec_from_file_location("purejaxrl_ppo_rnn", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def build_theirs(total_steps: int):
     """PureJaxRL's `make_train` for the same budget, compiled here; the same kind of function
     as `build_ours`."""
     import jax
     import numpy as np
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import purejaxrl_ppo_rnn
+    purejaxrl_ppo_rnn = vendored_purejaxrl()
 
     config = dict(purejaxrl_ppo_rnn.CONFIG, TOTAL_TIMESTEPS=total_steps)
     train_fn = jax.jit(purejaxrl_ppo_rnn.make_train(config))
