@@ -19,6 +19,8 @@ from jaxrl_sys.core.networks import initial_memory
 from jaxrl_sys.core.returns import n_step_sequence_targets
 from jaxrl_sys.runtime.execution import DEVICE_AXIS, make_mesh, place, placement_fns
 
+from test_memory import assert_reset_exactly_at_ends  # tests/ is on pytest's path
+
 SMALL = dict(num_envs=8, seq_length=8, burn_in=4, n_step=3, batch_size=8, buffer_size=64,
              learning_starts=64, updates_per_iteration=1, memory_size=16, hidden=(16,),
              total_steps=8 * 8 * 6)
@@ -60,19 +62,14 @@ def memories_after_each_step(env_name: str, memory: str, **env_params):
 @pytest.mark.parametrize("memory", ["gru", "lstm"])
 def test_the_state_after_a_terminated_end_is_the_initial_state(memory):
     # MemoryChain at memory_length 3 terminates after 4 steps: every env ends many times.
-    flat, ended, starts = memories_after_each_step("MemoryChain-bsuite", memory, memory_length=3)
-    assert ended.sum() >= 8 * 5
-    np.testing.assert_array_equal(flat[ended], 0.0)
-    assert np.all(np.abs(flat[~ended]).max(axis=-1) > 0)  # other steps do carry a state
-    np.testing.assert_array_equal(starts, ended)
+    assert_reset_exactly_at_ends(
+        *memories_after_each_step("MemoryChain-bsuite", memory, memory_length=3))
 
 
 def test_the_state_after_a_truncated_end_is_the_initial_state():
     # CartPole cut at 5 steps: episodes end by truncation (random play rarely falls in 5).
     flat, ended, _ = memories_after_each_step("CartPole-v1", "gru", max_steps_in_episode=5)
-    assert ended.sum() >= 8 * 5
-    np.testing.assert_array_equal(flat[ended], 0.0)
-    assert np.all(np.abs(flat[~ended]).max(axis=-1) > 0)
+    assert_reset_exactly_at_ends(flat, ended)
 
 
 def network_and_inputs(memory: str, steps: int = 7, batch: int = 2):
