@@ -44,7 +44,8 @@ def test_every_promise_names_an_env_of_the_registry(name):
     assert promises and all(isinstance(p, LearningPromise) for p in promises)
     known = set(envs.names())
     for promise in promises:
-        assert promise.env in known or envs.is_host_env(promise.env), promise.env
+        assert (promise.env in known or envs.is_host_env(promise.env)
+                or envs.is_multi_agent(promise.env)), promise.env
 
 
 def test_host_loop_agents_are_those_with_host_fns():

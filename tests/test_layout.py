@@ -34,23 +34,28 @@ def _functions(path: Path) -> list[tuple[str, int]]:
     return found
 
 
+def _package(name: str) -> Path:
+    """The folder of the package agent `name` lives in (a variant shares its agent's)."""
+    return AGENTS_DIR / agents.package_of(name).rsplit(".", 1)[1]
+
+
 @pytest.mark.parametrize("name", agents.names())
 def test_an_agent_is_a_package_of_binding_losses_and_defaults(name):
-    package = AGENTS_DIR / name
+    package = _package(name)
     for part in ("__init__.py", "agent.py", "losses.py", "defaults.py"):
         assert (package / part).is_file(), f"{name}: no {part}"
 
 
 @pytest.mark.parametrize("name", agents.names())
 def test_no_function_of_an_agent_is_longer_than_the_limit(name):
-    long = {f"{path.name}:{fn}": lines for path in sorted((AGENTS_DIR / name).glob("*.py"))
+    long = {f"{path.name}:{fn}": lines for path in sorted(_package(name).glob("*.py"))
             for fn, lines in _functions(path) if lines > MAX_FUNCTION_LINES}
     assert long == {}
 
 
 @pytest.mark.parametrize("name", agents.names())
 def test_agent_code_holds_no_history_of_experiments(name):
-    lines = [f"{path.name}:{i}: {line.strip()}" for path in sorted((AGENTS_DIR / name).glob("*.py"))
+    lines = [f"{path.name}:{i}: {line.strip()}" for path in sorted(_package(name).glob("*.py"))
              for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
              if HISTORY.search(line)]
     assert lines == []

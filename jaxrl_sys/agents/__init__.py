@@ -2,7 +2,8 @@
 command-line name and returns it as the agent contract (`jaxrl_sys.core.types.AgentDef`).
 
 CLI help, learning-check cases, benchmark lists and the contract tests all read this table, so
-adding an agent is its package (agent.py, losses.py, defaults.py) plus one line here.
+adding an agent is its package (agent.py, losses.py, defaults.py) plus one line here. A variant
+of an agent (IPPO of MAPPO) is a module in that agent's package.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ AGENTS: dict[str, str] = {
     "muzero": "jaxrl_sys.agents.muzero",
     "impala": "jaxrl_sys.agents.impala",
     "r2d2": "jaxrl_sys.agents.r2d2",
+    "ippo": "jaxrl_sys.agents.mappo.ippo",
+    "mappo": "jaxrl_sys.agents.mappo",
 }
 
 
@@ -29,6 +32,11 @@ class UnknownAgentError(ValueError):
 
 
 USER_ERRORS = (UnknownAgentError,)  # bad input: one line and exit code 2 in the commands
+
+
+def package_of(name: str) -> str:
+    """The agent package (`jaxrl_sys.agents.<package>`) that agent `name` lives in."""
+    return ".".join(AGENTS[name].split(".")[:3])
 
 
 def names() -> list[str]:

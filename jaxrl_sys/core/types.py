@@ -42,6 +42,9 @@ class EnvSpec:
 
     `num_players` 2 means alternating two-player zero-sum self-play: observation and reward are
     from the view of the player who moves, and the agent picks the moves of both sides.
+    `num_agents` > 1 is a cooperative team acting at once: observations [N, ...] (`obs_shape`
+    starts with N), actions [N], one team reward, and a global state of `state_shape` for
+    centralised critics and mixers (`jaxrl_sys.envs.jaxmarl_env`).
     """
 
     name: str
@@ -50,6 +53,8 @@ class EnvSpec:
     action_space: ActionSpace
     max_episode_steps: int
     num_players: int = 1
+    num_agents: int = 1
+    state_shape: tuple[int, ...] = ()
 
     @property
     def discrete(self) -> bool:

@@ -19,6 +19,7 @@ _NAMES = {
     "USER_ERRORS": "jaxrl_sys.envs.errors",
     "GymnaxEnv": "jaxrl_sys.envs.gymnax_env",
     "is_host_env": "jaxrl_sys.envs.registry",
+    "is_multi_agent": "jaxrl_sys.envs.registry",
     "make": "jaxrl_sys.envs.registry",
     "make_eval": "jaxrl_sys.envs.registry",
     "make_host": "jaxrl_sys.envs.registry",

@@ -22,6 +22,7 @@ HOST_PREFIXES = (GYMNASIUM_PREFIX, ENVPOOL_PREFIX)
 ATARI_NAMESPACE = "ALE/"  # gymnasium:ALE/<Game>-v5: ale-py's games, preprocessed (envs.atari)
 PGX_PREFIX = "pgx:"
 BRAX_PREFIX = "brax:"
+JAXMARL_PREFIX = "jaxmarl:"
 
 # gymnax ids that construct without network access (MNISTBandit-bsuite downloads data).
 # Kept as literals so `names()` and error messages never pay for importing gymnax.
@@ -132,7 +133,8 @@ def make(name: str, *, episode_stats: bool = True, **params: Any) -> Env:
     """Build env `name` with `params` overriding its defaults, wrapped in EpisodeStatistics
     (if `episode_stats`). Observation normalisation is the agents' (`jaxrl_sys.core.obs_norm`).
 
-    `name` is a gymnax id, one of our own envs, `pgx:<game>`, `brax:<task>`, or a user's env
+    `name` is a gymnax id, one of our own envs, `pgx:<game>`, `brax:<task>`, a multi-agent
+    `jaxmarl:<env>` or `jaxmarl:SMAX:<map>` (agents on axis 0), or a user's env
     as `module:attr` (imported on use, see `jaxrl_sys.envs.custom`). Bad names, params and
     values are one-line errors (`USER_ERRORS`)."""
     if is_host_env(name):
@@ -146,6 +148,12 @@ def make(name: str, *, episode_stats: bool = True, **params: Any) -> Env:
         from jaxrl_sys.envs import pgx_env  # lazy: importing pgx is not free
 
         env = pgx_env.make(name)
+    elif name.startswith(JAXMARL_PREFIX):
+        if importlib.util.find_spec("jaxmarl") is None:
+            raise UnknownEnvError(f"{name} needs jaxmarl: pip install -e '.[jaxmarl]'")
+        from jaxrl_sys.envs import jaxmarl_env  # lazy: importing jaxmarl is not free
+
+        env = jaxmarl_env.make(name, **params)
     elif name.startswith(BRAX_PREFIX):
         if importlib.util.find_spec("brax") is None:
             raise UnknownEnvError(f"{name} needs brax: pip install -e '.[brax]'")
@@ -173,6 +181,11 @@ def num_players(name: str, **params: Any) -> int:
     if name in _PLAYERS:
         return _PLAYERS[name](params)
     return 1
+
+
+def is_multi_agent(name: str) -> bool:
+    """Whether env `name` is a team of agents on axis 0 (`jaxmarl:`), known without building it."""
+    return name.startswith(JAXMARL_PREFIX)
 
 
 def is_host_env(name: str) -> bool:
@@ -218,6 +231,8 @@ def make_eval(name: str, against: Optional[str] = None, **params: Any) -> Env:
     from jaxrl_sys.envs import opponents
 
     if against is None:
+        if name.startswith(f"{JAXMARL_PREFIX}SMAX:"):  # greedy evaluation measures wins
+            return make(name, **{**params, "reward": "win"})
         env = make(name, **{**params, **_EVAL_PARAMS.get(name, {})})
         if env.spec.num_players != 2:
             return env

@@ -44,6 +44,12 @@ class Wrapper:
         return legal_actions
 
     @property
+    def world_state(self) -> Callable[[PyTree], jax.Array]:
+        """The inner env's `world_state(state)` (multi-agent envs) on this wrapper's state."""
+        inner = self.env.world_state  # raises AttributeError when the inner env has none
+        return lambda state: inner(state.env_state)
+
+    @property
     def player_to_move(self) -> Callable[[PyTree], jax.Array]:
         """The inner env's `player_to_move(state)` on this wrapper's state (two-player games)."""
         inner = self.env.player_to_move  # raises AttributeError when the inner env has none

@@ -1,0 +1,41 @@
+"""MAPPO: multi-agent PPO with parameter sharing and a centralised critic on the env's world
+state (Yu et al. 2022), on JaxMARL's cooperative envs; IPPO is the same agent with
+`critic="local"` (the `ippo` agent, `jaxrl_sys.agents.mappo.ippo`).
+
+The agent contract (`jaxrl_sys.core.types.AgentDef`): agent.py (Config, `make` and the rest),
+networks.py (the shared actor and critic, masking, agent ids), losses.py (team advantages,
+the masked clipped loss), defaults.py (shipped per-env defaults and the learning promises)."""
+
+from jaxrl_sys.agents.mappo.agent import (
+    CRITICS,
+    DEFAULT_EVAL_EPISODES,
+    MULTI_AGENT,
+    SELF_PLAY,
+    Agent,
+    Config,
+    State,
+    Trajectory,
+    build_network,
+    collect,
+    greedy_action,
+    init,
+    make,
+    placement_problem,
+    update,
+)
+from jaxrl_sys.agents.mappo.defaults import DEFAULT_ENV, PROMISES, TUNED, default_config
+from jaxrl_sys.agents.mappo.losses import mappo_loss, team_advantages
+from jaxrl_sys.agents.mappo.networks import (
+    TeamActorCritic,
+    critic_inputs,
+    masked_logits,
+    team_memory,
+    with_agent_ids,
+)
+
+__all__ = [
+    'CRITICS', 'DEFAULT_ENV', 'DEFAULT_EVAL_EPISODES', 'MULTI_AGENT', 'PROMISES', 'SELF_PLAY',
+    'TUNED', 'Agent', 'Config', 'State', 'TeamActorCritic', 'Trajectory', 'build_network',
+    'collect', 'critic_inputs', 'default_config', 'greedy_action', 'init', 'make',
+    'mappo_loss', 'masked_logits', 'placement_problem', 'team_advantages', 'team_memory', 'update', 'with_agent_ids',
+]

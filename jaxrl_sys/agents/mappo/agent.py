@@ -1,0 +1,363 @@
+"""Multi-agent PPO for a cooperative team (`EnvSpec.num_agents` > 1): MAPPO, whose critic
+reads the env's world state, or IPPO (`critic="local"`), whose critic reads each agent's own
+observation. One set of actor and critic parameters serves every agent (an agent's one-hot id
+is appended to its inputs); unavailable actions are never sampled.
+
+    init(key) -> State
+    act(params, obs, key, greedy=False) -> (actions [B, N], log-probs [B, N])   (feed-forward)
+    update(state, trajectory, key) -> (state, metrics)
+    train_step(state, env_state, key) -> (state, env_state, metrics)
+
+It is PPO over (env, agent) rows: every agent learns from the team reward with its own value
+and advantage (`losses.team_advantages`); PPO's clipped loss averages over all rows with the
+unavailable actions masked (`losses.mappo_loss`). The
+minibatches are PPO's (`agents.ppo.agent.minibatch_indices`, keyed by global env id, an env's
+agents always together), so N devices equal one. With `memory="gru"|"lstm"` the actor and the
+critic each have a recurrent core whose state is kept per (env, agent) in the env carry, reset
+in the step the env ends, and replayed over whole env sequences in the update, as PPO's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from jaxrl_sys.agents.mappo.losses import mappo_loss, team_advantages
+from jaxrl_sys.agents.mappo.networks import (
+    TeamActorCritic, apply_sequences, critic_inputs, sample, team_memory, with_agent_ids,
+)
+from jaxrl_sys.agents.ppo.agent import build_optimizer, minibatch_indices, take_minibatches
+from jaxrl_sys.core import collectives
+from jaxrl_sys.core.config import (
+    ConfigError, RolloutBudget, check_at_least, check_budget, check_choice, check_layer_widths,
+    check_positive, check_unit_interval,
+)
+from jaxrl_sys.core.networks import ACTIVATIONS, MEMORIES, reset_memory
+from jaxrl_sys.core.rollout import (
+    VecEnvState, episode_metrics, legal_actions, per_env_keys, reset_envs, step_envs,
+)
+from jaxrl_sys.core.types import BoundAgent, Env, EnvSpec, Metrics, PyTree, RecurrentPolicy
+
+DEFAULT_ENV = "jaxmarl:MPE_simple_spread_v3"
+CRITICS = ("central", "local")  # MAPPO: the world state; IPPO: the agent's own observation
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(RolloutBudget):
+    """MAPPO/IPPO hyper-parameters (PPO's, plus the critic's input); the defaults learn MPE
+    simple_spread (per-env ones: defaults.py)."""
+
+    total_steps: int = 5_000_000
+    num_envs: int = 64
+    rollout_steps: int = 128
+    update_epochs: int = 4
+    num_minibatches: int = 4
+    learning_rate: float = 2.5e-3
+    anneal_lr: bool = True
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_eps: float = 0.2
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    clip_value: bool = False
+    max_grad_norm: float = 0.5
+    normalize_advantages: bool = True
+    reward_scale: float = 1.0
+    hidden: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    critic: str = "central"  # or "local" (IPPO)
+    memory: str = "none"  # or "gru", "lstm": a recurrent core in the actor and in the critic
+    memory_size: int = 64
+
+    def validate(self) -> None:
+        """Reject values that cannot work, with one line naming the field."""
+        check_at_least(self, 1, "total_steps", "num_envs", "rollout_steps", "update_epochs",
+                       "num_minibatches", "memory_size")
+        check_budget(self)
+        if self.memory == "none" and self.rollout_steps % self.num_minibatches:
+            raise ConfigError(f"rollout_steps={self.rollout_steps} must be divisible by "
+                              f"num_minibatches={self.num_minibatches}")
+        if self.memory != "none" and self.num_envs % self.num_minibatches:
+            raise ConfigError(
+                f"memory={self.memory}: minibatches are sets of envs, so num_envs="
+                f"{self.num_envs} must be divisible by num_minibatches={self.num_minibatches}")
+        check_positive(self, "learning_rate", "max_grad_norm", "clip_eps", "reward_scale")
+        check_unit_interval(self, "gamma", "gae_lambda")
+        check_choice(self, "activation", ACTIVATIONS)
+        check_choice(self, "critic", CRITICS)
+        check_choice(self, "memory", MEMORIES)
+        check_layer_widths(self, "hidden")
+
+
+@struct.dataclass
+class State:
+    """Learner state: parameters, optimiser state, iteration counter."""
+
+    params: Any
+    opt_state: Any
+    iteration: jax.Array
+
+
+class Trajectory(NamedTuple):
+    """One rollout of B teams of N agents, time-major [T, B, ...]."""
+
+    obs: jax.Array  # [T, B, N, D]
+    critic_in: jax.Array  # [T, B, N, C] what the critic read
+    legal: jax.Array  # [T, B, N, A]
+    actions: jax.Array  # [T, B, N]
+    log_probs: jax.Array  # [T, B, N]
+    values: jax.Array  # [T, B, N]
+    next_values: jax.Array  # [T, B, N] of the state reached (pre-reset)
+    rewards: jax.Array  # [T, B] the team's
+    terminated: jax.Array  # [T, B]
+    truncated: jax.Array  # [T, B]
+    env_ids: jax.Array  # [B]
+    starts: Optional[jax.Array] = None  # [T, B] recurrent: obs[t] begins an episode
+    memory: PyTree = None  # recurrent: (actor, critic) [B, N, ...] before step 0
+
+
+class Batch(NamedTuple):
+    """One minibatch's data: [M, B, N, ...] steps, or (recurrent) [T, b, N, ...] sequences."""
+
+    obs: jax.Array
+    critic_in: jax.Array
+    legal: jax.Array
+    actions: jax.Array
+    log_probs: jax.Array
+    values: jax.Array
+    advantages: jax.Array
+    returns: jax.Array
+    starts: Optional[jax.Array] = None
+    memory: PyTree = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Agent(BoundAgent):
+    """MAPPO's functions bound to an env and a config; `network` for evaluation."""
+
+    network: TeamActorCritic
+
+
+def check_team(spec: EnvSpec) -> None:
+    """One line unless `spec` is a team of agents with discrete actions."""
+    if spec.num_agents < 2 or not spec.discrete:
+        raise ConfigError(f"{spec.name} is not a multi-agent env with discrete actions "
+                          "(jaxmarl:<env>, jaxmarl:SMAX:<map>)")
+
+
+def build_network(spec: EnvSpec, config: Config) -> TeamActorCritic:
+    """The shared actor and critic for a team spec."""
+    return TeamActorCritic(action_dim=spec.action_space.n, hidden=config.hidden,
+                           activation=config.activation, memory=config.memory,
+                           memory_size=config.memory_size)
+
+
+def inputs_of(spec: EnvSpec, config: Config, obs: jax.Array,
+              world_state: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(actor inputs [..., N, D + N], critic inputs [..., N, C]) of observations and world
+    states."""
+    del spec
+    return with_agent_ids(obs), critic_inputs(obs, world_state, config.critic == "central")
+
+
+def init(key: jax.Array, spec: EnvSpec, config: Config) -> State:
+    """Fresh parameters and optimiser state."""
+    network = build_network(spec, config)
+    obs = jnp.zeros((1, 1, *spec.obs_shape), jnp.float32)
+    world = jnp.zeros((1, 1, *spec.state_shape), jnp.float32)
+    actor_in, critic_in = inputs_of(spec, config, obs, world)
+    rows = jax.tree.map(lambda m: m[0],  # one env's agents as the network's rows [N, ...]
+                        team_memory(config.memory, config.memory_size, 1, spec.num_agents))
+    params = network.init(key, rows,
+                          *(x.reshape(1, spec.num_agents, -1) for x in (actor_in, critic_in)),
+                          jnp.ones((1, spec.num_agents), jnp.bool_))
+    opt_state = build_optimizer(config).init(params)
+    return State(params=params, opt_state=opt_state, iteration=jnp.zeros((), jnp.int32))
+
+
+def team_step(network: TeamActorCritic, params: Any, memory: PyTree, actor_in: jax.Array,
+              critic_in: jax.Array, starts: Optional[jax.Array], legal: jax.Array,
+              key: jax.Array, greedy: bool = False):
+    """One acting step of B teams: (memory after it, actions [B, N], log-probs [B, N], values
+    [B, N]); a recurrent network resets the envs whose `starts` [B] is True first."""
+    memory, (logits, values) = apply_sequences(
+        network, params, memory, actor_in[None], critic_in[None],
+        None if starts is None else starts[None])
+    action, log_prob = sample(logits[0], legal, key, greedy)
+    return memory, action, log_prob, values[0]
+
+
+def collect(env: Env, network: TeamActorCritic, config: Config, axis_name: Optional[str],
+            params: Any, env_state: VecEnvState,
+            key: jax.Array) -> tuple[VecEnvState, Trajectory, Metrics]:
+    """`rollout_steps` on every team: (env state after them, Trajectory [T, B, ...], episode
+    metrics summed over envs and devices). Recurrent state resets in the step its env ends."""
+    world_state = jax.vmap(env.world_state)
+
+    def one_step(vstate: VecEnvState, t):
+        """Every agent of every env [B, N] acts; the envs step."""
+        act_key, env_key = jax.random.split(jax.random.fold_in(key, t))
+        legal = legal_actions(env, vstate.env_state)
+        actor_in, critic_in = inputs_of(env.spec, config, vstate.obs,
+                                        world_state(vstate.env_state))
+        # one key per env, as PPO draws them, so a split over devices draws the same actions
+        keys = per_env_keys(act_key, vstate.env_ids)
+        memory, (logits, values) = apply_sequences(
+            network, params, vstate.memory, actor_in[None], critic_in[None],
+            None if vstate.starts is None else vstate.starts[None])
+        action, log_prob = jax.vmap(sample)(logits[0], legal, keys)
+        next_vstate, result = step_envs(env, vstate, action, env_key)
+        _, final_critic_in = inputs_of(env.spec, config, result.info["final_observation"],
+                                       result.info["final_world_state"])
+        _, (_, next_values) = apply_sequences(
+            network, params, memory, actor_in[None], final_critic_in[None],
+            None if vstate.starts is None else jnp.zeros_like(vstate.starts)[None])
+        if vstate.starts is not None:  # recurrent: the next episode starts from scratch
+            ended = result.terminated | result.truncated
+            next_vstate = next_vstate.replace(
+                memory=jax.tree.map(lambda m: reset_memory(m, ended), memory), starts=ended)
+        record = (vstate.obs, critic_in, legal, action, log_prob, values[0], next_values[0],
+                  result.reward * config.reward_scale, result.terminated, result.truncated)
+        return next_vstate, ((record, vstate.starts), episode_metrics(result.info, None))
+
+    vstate, ((records, starts), episodes) = jax.lax.scan(
+        one_step, env_state, jnp.arange(config.rollout_steps))
+    trajectory = Trajectory(*records, env_ids=env_state.env_ids, starts=starts,
+                            memory=env_state.memory)
+    episodes = collectives.psum(jax.tree.map(jnp.sum, episodes), axis_name)
+    return vstate, trajectory, episodes
+
+
+def minibatch_loss(network: TeamActorCritic, config: Config, axis_name: Optional[str],
+                   params: Any, batch: Batch) -> tuple[jax.Array, Metrics]:
+    """PPO's clipped loss over every (step, env, agent) row of a minibatch under `params`
+    (recurrent: its env sequences replayed from their stored state)."""
+    _, (logits, values) = apply_sequences(network, params, batch.memory, with_agent_ids(batch.obs),
+                                          batch.critic_in, batch.starts)
+    return mappo_loss(
+        logits, batch.legal, values, batch.actions, batch.log_probs, batch.values,
+        batch.advantages, batch.returns, clip_eps=config.clip_eps, vf_coef=config.vf_coef, ent_coef=config.ent_coef,
+        clip_value=config.clip_value, normalize_advantages=config.normalize_advantages,
+        axis_name=axis_name,
+    )
+
+
+def update(network: TeamActorCritic, optimizer: optax.GradientTransformation, config: Config,
+           axis_name: Optional[str], state: State, traj: Trajectory,
+           key: jax.Array) -> tuple[State, Metrics]:
+    """PPO epochs over one team trajectory: GAE per agent on the team reward, then shuffled
+    minibatch gradient steps (gradients averaged over `axis_name`)."""
+    advantages, returns = team_advantages(traj.rewards, traj.values, traj.next_values,
+                                          traj.terminated, traj.truncated, config.gamma,
+                                          config.gae_lambda)
+    data = Batch(traj.obs, traj.critic_in, traj.legal, traj.actions, traj.log_probs,
+                 traj.values, advantages, returns, traj.starts, traj.memory)
+    grad_fn = jax.grad(functools.partial(minibatch_loss, network, config, axis_name),
+                       has_aux=True)
+
+    def minibatch_step(carry, batch: Batch):
+        """One gradient step (averaged over devices) on a minibatch."""
+        params, opt_state = carry
+        grads, metrics = grad_fn(params, batch)
+        grads = collectives.pmean(grads, axis_name)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state), metrics
+
+    def epoch(carry, epoch_index):
+        """One pass over the trajectory in freshly shuffled minibatches."""
+        idx = minibatch_indices(traj.env_ids, jax.random.fold_in(key, epoch_index), config)
+        return jax.lax.scan(minibatch_step, carry, take_minibatches(data, idx, config))
+
+    (params, opt_state), metrics = jax.lax.scan(
+        epoch, (state.params, state.opt_state), jnp.arange(config.update_epochs))
+    metrics = collectives.pmean(jax.tree.map(jnp.mean, metrics), axis_name)
+    return State(params=params, opt_state=opt_state, iteration=state.iteration + 1), metrics
+
+
+def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent:
+    """Bind MAPPO to a team env and `config`; `axis_name` is the device axis gradients average
+    over."""
+    config.validate()
+    spec = env.spec
+    check_team(spec)
+    network = build_network(spec, config)
+    bound_update = functools.partial(update, network, build_optimizer(config), config, axis_name)
+    rollout = functools.partial(collect, env, network, config, axis_name)
+
+    def train_step(state: State, env_state: VecEnvState, key: jax.Array):
+        """Collect `rollout_steps` on every team, then learn from it."""
+        rollout_key, update_key = jax.random.split(key)
+        env_state, traj, episodes = rollout(state.params, env_state, rollout_key)
+        state, metrics = bound_update(state, traj, update_key)
+        return state, env_state, {**metrics, **episodes}
+
+    def init_envs(key: jax.Array, env_ids: jax.Array) -> VecEnvState:
+        """Freshly reset teams of the global ids `env_ids` [B] (and a recurrent network's
+        initial state for each agent)."""
+        envs = reset_envs(env, key, env_ids)
+        if config.memory == "none":
+            return envs
+        return envs.replace(
+            memory=team_memory(config.memory, config.memory_size, env_ids.shape[0],
+                               spec.num_agents),
+            starts=jnp.ones(env_ids.shape, jnp.bool_))
+
+    def act(params: Any, obs: jax.Array, key: jax.Array, greedy: bool = False,
+            world_state: Optional[jax.Array] = None, legal: Optional[jax.Array] = None):
+        """Feed-forward actions [B, N] and log-probs for observations [B, N, D] (the world
+        state [B, S] for a central critic; all actions legal unless `legal` [B, N, A])."""
+        if world_state is None:
+            world_state = jnp.zeros((obs.shape[0], *spec.state_shape), jnp.float32)
+        if legal is None:
+            legal = jnp.ones((*obs.shape[:2], spec.action_space.n), jnp.bool_)
+        actor_in, critic_in = inputs_of(spec, config, obs, world_state)
+        _, action, log_prob, _ = team_step(network, params, None, actor_in, critic_in, None,
+                                           legal, key, greedy)
+        return action, log_prob
+
+    return Agent(config, spec, functools.partial(init, spec=spec, config=config), init_envs,
+                 act, bound_update, train_step, network=network)
+
+
+def greedy_action(agent: Agent) -> RecurrentPolicy:
+    """Masked-argmax actions [B, N] for evaluation, carrying a recurrent network's state (a
+    feed-forward one carries None); `legal` [B, N, A] from the evaluation's context."""
+    config, spec = agent.config, agent.spec
+
+    def step(state: State, memory: PyTree, obs: jax.Array, starts: jax.Array, key: jax.Array,
+             legal=None, env_state=None):
+        """Greedy team actions [B, N] and the memory after them (the critic, which acting
+        does not read, sees a blank world state)."""
+        del env_state
+        world_state = jnp.zeros((obs.shape[0], *spec.state_shape), jnp.float32)
+        if legal is None:
+            legal = jnp.ones((*obs.shape[:2], spec.action_space.n), jnp.bool_)
+        actor_in, critic_in = inputs_of(spec, config, obs, world_state)
+        memory, action, _, _ = team_step(agent.network, state.params, memory, actor_in,
+                                         critic_in, None if memory is None else starts, legal,
+                                         key, greedy=True)
+        return action, memory
+
+    return RecurrentPolicy(
+        initial=lambda batch: team_memory(config.memory, config.memory_size, batch,
+                                          spec.num_agents),
+        step=step)
+
+
+DEFAULT_EVAL_EPISODES = 32  # greedy episodes per evaluation (SMAX's: the win rate)
+SELF_PLAY = False
+MULTI_AGENT = True  # learns teams (EnvSpec.num_agents > 1) and nothing else
+
+
+def placement_problem(config: Config, devices: int) -> Optional[str]:
+    """A recurrent config's minibatches are sets of whole env sequences dealt from blocks of
+    `num_minibatches` envs, so each device's envs must divide into them (as PPO's)."""
+    from jaxrl_sys.agents.ppo.agent import placement_problem as ppo_placement
+
+    return ppo_placement(config, devices)

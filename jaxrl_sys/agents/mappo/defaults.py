@@ -1,0 +1,38 @@
+"""MAPPO's and IPPO's shipped per-env configs as data, and the envs their learning checks hold
+them to. How each was found, with the runs behind the figures: docs/notes/marl.md."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from jaxrl_sys.agents.mappo.agent import Config
+from jaxrl_sys.core.config import Tuned, tuned_config
+from jaxrl_sys.core.types import LearningPromise
+
+DEFAULT_ENV = "jaxmarl:MPE_simple_spread_v3"
+
+# JaxMARL's recurrent SMAX baselines (mappo_homogenous_rnn_smax.yaml, ippo_rnn_smax.yaml):
+# 128 envs x 128 steps, GRU 128 after a 128-wide relu layer, gradient norm 0.25
+_SMAX = dict(num_envs=128, rollout_steps=128, hidden=(128,), activation="relu", memory="gru",
+             memory_size=128, max_grad_norm=0.25, learning_rate=2e-3, ent_coef=0.0)
+
+TUNED: tuple[Tuned, ...] = (
+    Tuned("jaxmarl:MPE_simple_spread_v3", {}, "not measured yet"),
+    Tuned("jaxmarl:SMAX:*", dict(_SMAX, total_steps=3_000_000), "not measured yet"),
+    Tuned("jaxmarl:SMAX:2s3z", dict(_SMAX, total_steps=10_000_000), "not measured yet"),
+)
+
+PROMISES: tuple[LearningPromise, ...] = (
+    LearningPromise("jaxmarl:MPE_simple_spread_v3", -60.0, overrides=(("total_steps", 1_000_000),),
+                    chunks=10, test_seeds=2, note="team-sum return; random play: -79"),
+)
+
+
+def default_config(env_name: str) -> Config:
+    """The MAPPO config for `env_name`: `Config`'s defaults with its tuned entry applied."""
+    return tuned_config(Config(), TUNED, env_name)
+
+
+def ippo_config(env_name: str) -> Config:
+    """IPPO's: MAPPO's config for `env_name` with each agent's critic on its own observation."""
+    return dataclasses.replace(default_config(env_name), critic="local")

@@ -1,0 +1,39 @@
+"""MAPPO's maths as top-level functions: advantages of every agent from the team reward, and
+PPO's clipped loss over (step, env, agent) rows with unavailable actions masked out."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import jax
+
+from jaxrl_sys.agents.mappo.networks import scored
+from jaxrl_sys.agents.ppo.losses import ppo_loss
+from jaxrl_sys.core.returns import gae
+from jaxrl_sys.core.types import Metrics
+
+
+def team_advantages(rewards: jax.Array, values: jax.Array, next_values: jax.Array,
+                    terminated: jax.Array, truncated: jax.Array, gamma: float,
+                    lam: float) -> tuple[jax.Array, jax.Array]:
+    """GAE (advantages, returns) [T, B, N] of each agent's values [T, B, N] (and of the state
+    each step reached, `next_values`) under the team's rewards and episode ends [T, B]: every
+    agent is credited with the whole team's reward."""
+    team = lambda x: jax.numpy.broadcast_to(x[..., None], values.shape)  # noqa: E731
+    return gae(team(rewards), values, next_values, team(terminated), team(truncated), gamma, lam)
+
+
+def mappo_loss(logits: jax.Array, legal: jax.Array, values: jax.Array, actions: jax.Array,
+               old_log_probs: jax.Array, old_values: jax.Array, advantages: jax.Array,
+               returns: jax.Array, *, clip_eps: float, vf_coef: float, ent_coef: float,
+               clip_value: bool, normalize_advantages: bool,
+               axis_name: Optional[str] = None) -> tuple[jax.Array, Metrics]:
+    """`ppo_loss` over every row of logits [..., A] (masked by `legal` [..., A], so an
+    unavailable action has neither probability nor entropy) and values, actions, acting
+    log-probs and values, advantages and returns [...]."""
+    log_probs, entropy = scored(logits, legal, actions)
+    flat = lambda x: x.reshape(-1)  # noqa: E731
+    return ppo_loss(
+        flat(log_probs), flat(entropy), flat(values), flat(old_log_probs), flat(old_values),
+        flat(advantages), flat(returns), clip_eps=clip_eps, vf_coef=vf_coef, ent_coef=ent_coef,
+        clip_value=clip_value, normalize_advantages=normalize_advantages, axis_name=axis_name)

@@ -1,0 +1,138 @@
+"""The team's shared actor and critic (one set of parameters for every agent, told apart by a
+one-hot agent id), feed-forward or recurrent, and the ways the agent reads them.
+
+Rows are (env, agent) pairs: observations [T, B, N, D] are read as [T, B * N, ...]. The actor
+sees an agent's observation and id; the critic sees the same (IPPO) or the env's world state
+with the id (MAPPO's centralised value). Unavailable actions get no probability."""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from jaxrl_sys.core import distributions as dist
+from jaxrl_sys.core.networks import MLP, Head, SequenceMemory, initial_memory
+from jaxrl_sys.core.types import PyTree
+
+MASKED_LOGIT = -1e9  # the logit of an unavailable action
+
+
+class TeamActorCritic(nn.Module):
+    """An actor and a critic, each an MLP then (`memory` "gru"/"lstm") a recurrent core and one
+    more layer, over time-major rows: `__call__(memory, actor_in [T, R, Da], critic_in
+    [T, R, Dc], starts [T, R])` -> (memory after the last step, (logits [T, R, A], values
+    [T, R])). `memory` is (actor's, critic's) state [R, ...], or None when feed-forward.
+    With `per_step_carries` the states after every step [T, R, ...] are a third output."""
+
+    action_dim: int
+    hidden: Sequence[int] = (64, 64)
+    activation: str = "tanh"
+    memory: str = "none"
+    memory_size: int = 128
+    per_step_carries: bool = False
+
+    @nn.compact
+    def __call__(self, memory: PyTree, actor_in: jax.Array, critic_in: jax.Array,
+                 starts: jax.Array):
+        actor_mem, actor_features, actor_carries = self._branch(
+            "actor", None if memory is None else memory[0], actor_in, starts)
+        critic_mem, critic_features, critic_carries = self._branch(
+            "critic", None if memory is None else memory[1], critic_in, starts)
+        logits = Head(self.action_dim, scale=0.01, name="actor_head")(actor_features)
+        values = Head(1, scale=1.0, name="critic_head")(critic_features)[..., 0]
+        steps, rows = actor_in.shape[:2]
+        unflat = lambda x: x.reshape(steps, rows, *x.shape[1:])  # noqa: E731
+        outputs = (unflat(logits), unflat(values))
+        if self.memory == "none":
+            return None, outputs
+        memory = (actor_mem, critic_mem)
+        if self.per_step_carries:
+            return memory, outputs, (actor_carries, critic_carries)
+        return memory, outputs
+
+    def _branch(self, name: str, memory: PyTree, inputs: jax.Array, starts: jax.Array):
+        """One branch's (memory after, features [T * R, H], carries per step) of inputs
+        [T, R, D]."""
+        steps, rows = inputs.shape[:2]
+        features = MLP(tuple(self.hidden), self.activation, name=f"{name}_torso")(
+            inputs.reshape(steps * rows, -1))
+        if self.memory == "none":
+            return None, features, None
+        memory, (carries, outputs) = SequenceMemory(self.memory, self.memory_size,
+                                                    name=f"{name}_memory")(
+            memory, (features.reshape(steps, rows, -1), starts))
+        features = MLP((self.hidden[-1],), self.activation, name=f"{name}_post")(
+            outputs.reshape(steps * rows, -1))
+        return memory, features, carries
+
+
+def team_memory(memory: str, size: int, envs: int, agents: int) -> PyTree:
+    """The initial (actor, critic) state [B, N, ...] of a team's recurrent network; None when
+    feed-forward."""
+    if memory == "none":
+        return None
+    one = initial_memory(memory, size, envs * agents)
+    shaped = jax.tree.map(lambda m: m.reshape(envs, agents, *m.shape[1:]), one)
+    return (shaped, shaped)
+
+
+def with_agent_ids(x: jax.Array) -> jax.Array:
+    """Inputs [..., N, D] with each agent's one-hot id appended: [..., N, D + N]."""
+    agents = x.shape[-2]
+    ids = jnp.broadcast_to(jnp.eye(agents, dtype=x.dtype), (*x.shape[:-2], agents, agents))
+    return jnp.concatenate([x, ids], axis=-1)
+
+
+def critic_inputs(obs: jax.Array, world_state: jax.Array, central: bool) -> jax.Array:
+    """What each agent's critic reads, [..., N, C]: the world state [..., S] with the agent's
+    id (MAPPO), or its own observation [..., N, D] with its id (IPPO)."""
+    if not central:
+        return with_agent_ids(obs)
+    agents = obs.shape[-2]
+    world = jnp.broadcast_to(world_state[..., None, :],
+                             (*world_state.shape[:-1], agents, world_state.shape[-1]))
+    return with_agent_ids(world)
+
+
+def masked_logits(logits: jax.Array, legal: jax.Array) -> jax.Array:
+    """Logits with every unavailable action (`legal` False) pushed to `MASKED_LOGIT`."""
+    return jnp.where(legal, logits, MASKED_LOGIT)
+
+
+def apply_sequences(network: TeamActorCritic, params: Any, memory: PyTree, obs: jax.Array,
+                    critic_in: jax.Array, starts: Optional[jax.Array]):
+    """The network over team sequences [T, B, N, ...]: (memory after, (logits [T, B, N, A],
+    values [T, B, N])), rows (env, agent) flattened for the network and back. `memory`
+    (actor, critic) [B, N, ...]; `starts` [T, B] (recurrent only)."""
+    steps, envs, agents = obs.shape[:3]
+    rows = lambda x: x.reshape(steps, envs * agents, *x.shape[3:])  # noqa: E731
+    flat_memory = jax.tree.map(lambda m: m.reshape(envs * agents, *m.shape[2:]), memory)
+    row_starts = (jnp.zeros((steps, envs * agents), jnp.bool_) if starts is None
+                  else jnp.repeat(starts, agents, axis=1))
+    memory, (logits, values) = network.apply(params, flat_memory, rows(obs), rows(critic_in),
+                                             row_starts)
+    memory = jax.tree.map(lambda m: m.reshape(envs, agents, *m.shape[1:]), memory)
+    return memory, (logits.reshape(steps, envs, agents, -1),
+                    values.reshape(steps, envs, agents))
+
+
+def sample(logits: jax.Array, legal: jax.Array, key: jax.Array,
+           greedy: bool = False) -> tuple[jax.Array, jax.Array]:
+    """Actions [..., N] among the legal ones (`legal` [..., N, A]) and their log-probs: a sample,
+    or (greedy) the masked argmax."""
+    logits = masked_logits(logits, legal)
+    if greedy:
+        action = jnp.argmax(logits, axis=-1)
+    else:
+        action = jax.random.categorical(key, logits, axis=-1)
+    return action, dist.categorical_log_prob(logits, action)
+
+
+def scored(logits: jax.Array, legal: jax.Array,
+           actions: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(log-probs, entropies) of taken actions [...] under masked logits [..., A]."""
+    logits = masked_logits(logits, legal)
+    return dist.categorical_log_prob(logits, actions), dist.categorical_entropy(logits)
