@@ -24,6 +24,8 @@ AGENTS: dict[str, str] = {
     "r2d2": "jaxrl_sys.agents.r2d2",
     "ippo": "jaxrl_sys.agents.mappo.ippo",
     "mappo": "jaxrl_sys.agents.mappo",
+    "qmix": "jaxrl_sys.agents.qmix",
+    "vdn": "jaxrl_sys.agents.qmix.vdn",
 }
 
 

@@ -8,7 +8,8 @@ observation and action sizes padded, the padding masked out of the legal actions
 
 - `reset(key) -> obs [N, D], state`; `step(key, state, actions [N]) -> obs [N, D], state,
   team reward, terminated, truncated, info` with gymnax-style auto-reset and
-  `info["final_observation"]` [N, D] and `info["final_world_state"]` [S];
+  `info["final_observation"]` [N, D], `info["final_world_state"]` [S] and
+  `info["final_legal_actions"]` [N, A] (of the state reached, before the reset);
 - `legal_actions(state) -> bool [N, A]`: JaxMARL's avail actions (all legal where the env has
   none), so masked sampling and masked argmax read one array;
 - `world_state(state) -> [S]`: SMAX's `world_state`, or (MPE and the rest) every agent's
@@ -131,7 +132,7 @@ class JaxMarlEnv:
 
     def step(self, key: jax.Array, state: MultiAgentState, actions: jax.Array):
         """Every agent acts (`actions` [N]); team reward; auto-reset with the final
-        observation [N, D] and world state [S] in `info`."""
+        observation [N, D], world state [S] and legal actions [N, A] in `info`."""
         step_key, reset_key = jax.random.split(key)
         acts = {a: actions[i] for i, a in enumerate(self.agents)}
         obs, inner, rewards, dones, _ = self.inner.step_env(step_key, state.inner, acts)
@@ -149,7 +150,8 @@ class JaxMarlEnv:
         after = MultiAgentState(inner, steps)
         next_state = jax.tree.map(lambda a, b: jnp.where(done, a, b), fresh, after)
         return (jnp.where(done, fresh_obs, final_obs), next_state, reward, terminated, truncated,
-                {"final_observation": final_obs, "final_world_state": final_world})
+                {"final_observation": final_obs, "final_world_state": final_world,
+                 "final_legal_actions": self.legal_actions(after)})
 
     def legal_actions(self, state: MultiAgentState) -> jax.Array:
         """bool [N, A]: each agent's available actions (JaxMARL's, or all of its own)."""
