@@ -45,7 +45,9 @@ def saved_state(run_dir: Path) -> dict:
 @pytest.mark.parametrize("agent, steps, extra", [
     ("ppo", 12 * 1024, []), ("dqn", 12 * 512, []),
     ("ppo", 12 * 1024, ["--env", "MemoryChain-bsuite", "--set", "memory=gru"]),  # memory resumed
-], ids=["ppo", "dqn", "ppo-gru"])
+    ("mappo", 12 * 1024, ["--set", "memory=gru", "--set", "num_envs=16", "--set",
+                          "rollout_steps=16", "--set", "hidden=16"]),  # a team's memory
+], ids=["ppo", "dqn", "ppo-gru", "mappo-gru"])
 def test_killed_run_resumes_exactly(tmp_path, agent, steps, extra):
     common = ["--agent", agent, "--total-steps", str(steps), "--chunks", "12",
               "--checkpoint-every", "1", "--seed", "3", "--eval-episodes", "0", *extra]

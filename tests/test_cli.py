@@ -64,6 +64,12 @@ def run_train(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
         (["--set", "memory=gru", "--set", "num_envs=16", "--devices", "8"],
          "do not divide into num_minibatches=4"),
         (["--env", "MemoryChain-bsuite", "--set", "env.memory_length=0"], "must be > 0"),
+        (["--env", "jaxmarl:MPE_simple_spread_v3"], "is a team of agents; agent 'ppo'"),
+        (["--agent", "mappo", "--env", "CartPole-v1"], "learns teams of agents"),
+        (["--agent", "mappo", "--env", "jaxmarl:SMAX:9z"], "unknown SMAX map '9z'"),
+        (["--agent", "ippo", "--env", "jaxmarl:MPE_spread"], "unknown JaxMARL env"),
+        (["--agent", "mappo", "--set", "env.foo=1"], "has no param foo"),
+        (["--agent", "mappo", "--set", "critic=global"], "critic must be one of"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(capsys, args, expected):

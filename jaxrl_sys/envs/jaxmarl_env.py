@@ -51,9 +51,12 @@ class MultiAgentState:
 
 
 def _import_jaxmarl():
-    """jaxmarl, imported without its start-up chatter on stdout (printed after an import in
-    it has put `sys.stdout` back, so the file descriptor itself is silenced)."""
+    """jaxmarl, imported without its start-up chatter on stdout. An import inside it puts
+    `sys.stdout` and `sys.stderr` back to the process's own streams (undoing any capture, such
+    as pytest's) before jaxmarl prints, so the file descriptor is silenced and the streams
+    restored."""
     if "jaxmarl" not in sys.modules:
+        streams = sys.stdout, sys.stderr
         sys.stdout.flush()
         saved = os.dup(1)
         try:
@@ -64,6 +67,7 @@ def _import_jaxmarl():
             sys.stdout.flush()
             os.dup2(saved, 1)
             os.close(saved)
+            sys.stdout, sys.stderr = streams
     import jaxmarl
 
     return jaxmarl

@@ -117,6 +117,8 @@ class EnvRegistry(Protocol):
 
     def is_host_env(self, name: str) -> bool: ...
 
+    def is_multi_agent(self, name: str) -> bool: ...
+
     def make(self, name: str, **params: Any) -> Any: ...
 
     def make_host(self, name: str, **params: Any) -> Any: ...
@@ -188,6 +190,7 @@ def resolve(spec: RunSpec, load_agent: Callable[[str], AgentDef],
         config = apply_overrides(config, agent_pairs)
     config.validate()
     host = registry.is_host_env(env_name)
+    refuse_team_mismatch(spec.agent, module, env_name, registry.is_multi_agent(env_name))
     if spec.eval_opponent is not None and not host:
         registry.check_opponent(env_name, spec.eval_opponent, **env_kwargs)
     if spec.eval_episodes is not None:
@@ -206,6 +209,18 @@ def resolve(spec: RunSpec, load_agent: Callable[[str], AgentDef],
         if problem:
             raise PlacementError(problem)
     return ResolvedRun(spec, module, env_name, config, env_kwargs, host, eval_episodes)
+
+
+def refuse_team_mismatch(agent: str, module: AgentDef, env_name: str, team_env: bool) -> None:
+    """A team env (`jaxmarl:`) for a single-agent agent, or a single-agent env for a team
+    agent (`MULTI_AGENT`): one line naming the agents that fit."""
+    team_agent = getattr(module, "MULTI_AGENT", False)
+    if team_env and not team_agent:
+        raise UsageError(f"{env_name} is a team of agents; agent {agent!r} learns one agent "
+                         "(multi-agent agents: ippo, mappo, vdn, qmix)")
+    if team_agent and not team_env:
+        raise UsageError(f"agent {agent!r} learns teams of agents; {env_name} has one "
+                         "(multi-agent envs: jaxmarl:<env>, jaxmarl:SMAX:<map>)")
 
 
 def refuse_memory_without_a_core(agent: str, config: Any, pairs: list[str]) -> None:

@@ -1,0 +1,185 @@
+"""Multi-agent: the JaxMARL adapter (agents on axis 0, masks, world state, auto-reset, the win
+reward) and MAPPO/IPPO (masked sampling, the team's recurrent state, placements)."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl_sys import agents, envs
+from jaxrl_sys.agents import mappo
+from jaxrl_sys.core.rollout import legal_actions, reset_envs, step_envs
+from jaxrl_sys.runtime.execution import place, placement_fns
+
+MPE = "jaxmarl:MPE_simple_spread_v3"
+SMAX = "jaxmarl:SMAX:3m"
+SMALL = dict(num_envs=16, rollout_steps=8, num_minibatches=2, update_epochs=2,
+             total_steps=16 * 8 * 8, hidden=(16,), memory_size=8)
+
+
+def random_rollout(env, steps: int, envs_: int = 8, seed: int = 0):
+    """`steps` steps of uniformly random legal actions on `envs_` envs: per-step results."""
+    state = reset_envs(env, jax.random.PRNGKey(seed), jnp.arange(envs_))
+
+    def body(state, key):
+        legal = legal_actions(env, state.env_state)
+        action = jax.random.categorical(key, jnp.where(legal, 0.0, -jnp.inf))
+        after, result = step_envs(env, state, action, key)
+        return after, (state.obs, action, legal, result)
+
+    return jax.lax.scan(body, state, jax.random.split(jax.random.PRNGKey(seed + 1), steps))[1]
+
+
+def test_the_adapter_stacks_agents_on_axis_0_with_the_world_state():
+    env = envs.make(MPE)
+    assert env.spec.obs_shape == (3, 18) and env.spec.num_agents == 3
+    assert env.spec.state_shape == (54,)  # MPE has none: every agent's observation
+    obs, state = env.reset(jax.random.PRNGKey(0))
+    np.testing.assert_array_equal(env.world_state(state), obs.reshape(-1))
+    assert envs.make(SMAX).spec.state_shape == (72,)  # SMAX's own world_state
+
+
+def test_the_team_reward_is_the_sum_of_the_agents_rewards():
+    env = envs.make(MPE)
+    obs, state = env.reset(jax.random.PRNGKey(0))
+    actions = jnp.array([1, 2, 3])
+    _, _, reward, *_ = env.step(jax.random.PRNGKey(1), state, actions)
+    inner = env.unwrapped.inner
+    key = jax.random.split(jax.random.PRNGKey(1))[0]
+    _, _, rewards, _, _ = inner.step_env(key, state.env_state.inner,
+                                         {a: actions[i] for i, a in enumerate(inner.agents)})
+    np.testing.assert_allclose(reward, sum(rewards.values()), rtol=1e-6)
+
+
+def test_mpe_episodes_are_truncated_at_the_limit_with_the_final_observation():
+    env = envs.make(MPE)
+    limit = env.spec.max_episode_steps
+    obs, _, _, result = random_rollout(env, limit + 3)
+    ends = np.asarray(result.truncated)
+    assert ends[limit - 1].all() and ends.sum() == ends.shape[1]  # every env once, at the limit
+    assert not np.asarray(result.terminated).any()
+    # the step after the end observes a fresh episode; the final observation is the old one's
+    final = np.asarray(result.info["final_observation"][limit - 1])
+    assert not np.allclose(final, np.asarray(obs[limit]))
+    np.testing.assert_array_equal(np.asarray(result.info["final_observation"][3]),
+                                  np.asarray(obs[4]))
+
+
+def test_smax_battles_terminate_and_the_evaluation_env_rewards_wins_only():
+    env, win_env = envs.make(SMAX), envs.make_eval(SMAX)
+    _, _, legal, result = random_rollout(env, 120, envs_=16)
+    assert np.asarray(result.terminated).any()
+    assert not np.asarray(legal).all() and np.asarray(legal).any(axis=-1).all()
+    _, _, _, win = random_rollout(win_env, 120, envs_=16)
+    rewards = np.asarray(win.reward)
+    assert set(np.unique(rewards)) <= {0.0, 1.0}
+    ended = np.asarray(win.terminated | win.truncated)
+    assert not rewards[~ended].any()
+
+
+def test_heterogeneous_agents_are_padded_and_masked():
+    env = envs.make("jaxmarl:MPE_simple_speaker_listener_v4")
+    assert env.spec.obs_shape == (2, 11)
+    _, state = env.reset(jax.random.PRNGKey(0))
+    np.testing.assert_array_equal(env.legal_actions(state),
+                                  [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+
+
+@pytest.mark.parametrize("name, message", [
+    ("jaxmarl:SMAX:9z", "unknown SMAX map '9z'"),
+    ("jaxmarl:MPE_simple_sprad_v3", "closest: MPE_simple_spread_v3"),
+    ("jaxmarl:", "names no JaxMARL env"),
+])
+def test_unknown_envs_and_maps_are_one_line_errors(name, message):
+    with pytest.raises(envs.UnknownEnvError, match=message) as error:
+        envs.make(name)
+    assert "\n" not in str(error.value)
+
+
+def test_unknown_env_params_are_one_line_errors():
+    with pytest.raises(envs.EnvParamError, match="has no param foo"):
+        envs.make(MPE, foo=1)
+
+
+def test_masked_sampling_never_picks_an_unavailable_action():
+    env = envs.make(SMAX)
+    config = dataclasses.replace(mappo.default_config(SMAX), **SMALL)
+    agent = mappo.make(env, config, axis_name=None)
+    state = agent.init(jax.random.PRNGKey(0))
+    env_state = agent.init_envs(jax.random.PRNGKey(1), jnp.arange(config.num_envs))
+    _, traj, _ = mappo.collect(env, agent.network, config, None, state.params, env_state,
+                               jax.random.PRNGKey(2))
+    legal = np.asarray(traj.legal)
+    taken = np.take_along_axis(legal, np.asarray(traj.actions)[..., None], axis=-1)
+    assert taken.all() and not legal.all()
+    assert np.isfinite(np.asarray(traj.log_probs)).all()
+
+
+def test_the_team_state_resets_in_the_step_its_env_ends():
+    env = envs.make(MPE)
+    config = dataclasses.replace(mappo.default_config(MPE),
+                                 **{**SMALL, "memory": "gru", "rollout_steps": 30})
+    agent = mappo.make(env, config, axis_name=None)
+    state = agent.init(jax.random.PRNGKey(0))
+    env_state = agent.init_envs(jax.random.PRNGKey(1), jnp.arange(config.num_envs))
+    after, traj, _ = mappo.collect(env, agent.network, config, None, state.params, env_state,
+                                   jax.random.PRNGKey(2))
+    ended = np.asarray(traj.terminated | traj.truncated)
+    starts = np.asarray(traj.starts)
+    np.testing.assert_array_equal(starts[1:], ended[:-1])  # the step after an end starts one
+    assert ended.any()
+    # replaying the rollout from its stored state gives the acting log-probs
+    _, (logits, _) = mappo.agent.apply_sequences(
+        agent.network, state.params, traj.memory, mappo.with_agent_ids(traj.obs),
+        traj.critic_in, traj.starts)
+    log_probs, _ = mappo.networks.scored(logits, traj.legal, traj.actions)
+    np.testing.assert_allclose(log_probs, traj.log_probs, atol=1e-5)
+
+
+def run_mappo(num_devices: int, seeds, iters: int = 2, env_name: str = MPE, **overrides):
+    """(initial params, params after `iters` iterations, metrics) of a placed MAPPO run."""
+    env = envs.make(env_name)
+    config = dataclasses.replace(mappo.default_config(env_name), **{**SMALL, **overrides})
+    agent = mappo.make(env, config)
+    runner = place(*placement_fns(agent), num_envs=config.num_envs, num_devices=num_devices,
+                   iters_per_chunk=iters)
+    start = runner.init(np.asarray(seeds))
+    initial = jax.device_get(start.agent_state.params)
+    carry, metrics = runner.run_chunk(start)
+    return initial, jax.device_get(carry.agent_state.params), jax.device_get(metrics)
+
+
+def assert_trees_close(a, b, atol):
+    jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=atol), a, b)
+
+
+@pytest.mark.parametrize("variant", [{}, {"memory": "gru"}], ids=["feed-forward", "gru"])
+def test_mappo_on_eight_devices_equals_one_device(variant):
+    params_0, params_1, metrics_1 = run_mappo(1, [3], **variant)
+    _, params_8, metrics_8 = run_mappo(8, [3], **variant)
+    assert_trees_close(params_8, params_1, atol=1e-5)
+    np.testing.assert_allclose(metrics_8["episode_return_sum"], metrics_1["episode_return_sum"],
+                               rtol=1e-5)
+    moved = jax.tree.map(lambda x, y: np.abs(x - y).max(), params_1, params_0)
+    assert max(jax.tree.leaves(moved)) > 1e-3
+
+
+def test_a_vmapped_seed_equals_its_single_run():
+    _, params_many, _ = run_mappo(1, [5, 6], iters=1, critic="local")
+    _, params_one, _ = run_mappo(1, [6], iters=1, critic="local")
+    assert_trees_close(jax.tree.map(lambda x: x[1], params_many),
+                       jax.tree.map(lambda x: x[0], params_one), atol=1e-5)
+
+
+def test_ippo_reads_no_world_state_and_mappo_does():
+    ippo = agents.load("ippo")
+    assert ippo.default_config(MPE).critic == "local"
+    assert agents.load("mappo").default_config(MPE).critic == "central"
+    obs = jnp.zeros((4, 3, 18))
+    world = jnp.ones((4, 54))
+    assert mappo.critic_inputs(obs, world, central=False).shape == (4, 3, 21)
+    central = mappo.critic_inputs(obs, world, central=True)
+    assert central.shape == (4, 3, 57)
+    np.testing.assert_array_equal(central[:, :, 54:], np.broadcast_to(np.eye(3), (4, 3, 3)))
