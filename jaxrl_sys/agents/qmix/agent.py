@@ -59,11 +59,11 @@ MULTI_AGENT = True  # learns teams (EnvSpec.num_agents > 1) and nothing else
 @struct.dataclass
 class EnvState:
     """Per-env state (every leaf has a leading env axis): the envs with their agents'
-    recurrent state, the last `burn_in` steps [E, burn_in, ...] (the next item's burn-in) with
-    the state before the first of them, and the envs' replay rows."""
+    recurrent state, the last `burn_in` steps [E, burn_in, ...] (the next item's burn-in; None
+    without one) with the state before the first of them, and the envs' replay rows."""
 
     envs: VecEnvState
-    window: dict
+    window: Optional[dict]
     window_memory: PyTree
     replay: replay.ReplayState
 
@@ -205,13 +205,15 @@ def cut_items(config: Config, window: dict, steps: dict, window_memory: PyTree,
     the last `burn_in` steps before them (`window`), with the state before each item's first
     step; and the next window and its state. `memories` [T, E, ...] is the state before each
     step, `window_memory` the state before the window's first step, `memory_after` the state
-    after the last step."""
+    after the last step. No burn-in: no window (None)."""
     length, burn_in, count = config.seq_length, config.burn_in, config.items_per_iteration
-    full = jax.tree.map(lambda w, s: jnp.concatenate([w, s], axis=1), window, steps)
+    full = steps if window is None else jax.tree.map(
+        lambda w, s: jnp.concatenate([w, s], axis=1), window, steps)
     index = (jnp.arange(count)[:, None] * length
              + jnp.arange(burn_in + length)[None, :])  # [K, burn_in + seq_length]
     items = jax.tree.map(lambda x: x[:, index], full)
-    next_window = jax.tree.map(lambda x: x[:, x.shape[1] - burn_in:], full)
+    next_window = None if window is None else jax.tree.map(
+        lambda x: x[:, x.shape[1] - burn_in:], full)
     if config.memory == "none":
         return items, next_window, None
     firsts = [window_memory] + [jax.tree.map(lambda m, j=j: m[j * length - burn_in], memories)
@@ -315,7 +317,9 @@ def init_envs(env: Env, config: Config, init_replay_fn: Callable[[int], Any], ke
     if config.memory != "none":
         memory = team_memory(config.memory, config.memory_size, num_envs, env.spec.num_agents)
         envs = envs.replace(memory=memory, starts=jnp.ones(num_envs, jnp.bool_))
-    window = empty_steps(env.spec, config, (num_envs, config.burn_in))
+    window = None  # no burn-in: nothing to keep (orbax saves no zero-size arrays)
+    if config.burn_in:
+        window = empty_steps(env.spec, config, (num_envs, config.burn_in))
     return EnvState(envs, window, memory, init_replay_fn(num_envs))
 
 
