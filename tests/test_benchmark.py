@@ -48,6 +48,17 @@ def test_plan_leaves_out_pairs_the_agent_refuses_and_quick_caps_the_budget():
     assert [(e.agent, e.env) for e in one] == [("ppo", "Freeway-MinAtar")]
 
 
+def test_the_marl_suite_pairs_team_agents_with_team_envs_only():
+    entries, skipped = bm.plan("marl", ["ppo", "mappo", "ippo"], agents.load, envs,
+                               only_envs=["jaxmarl:MPE_simple_spread_v3"])
+    assert [(e.agent, e.env) for e in entries] == [
+        ("mappo", "jaxmarl:MPE_simple_spread_v3"), ("ippo", "jaxmarl:MPE_simple_spread_v3")]
+    assert skipped == ["ppo on jaxmarl:MPE_simple_spread_v3: team agents learn team envs only"]
+    _, skipped = bm.plan("classic", ["ppo", "mappo"], agents.load, envs,
+                         only_envs=["CartPole-v1"])
+    assert skipped == ["mappo on CartPole-v1: team agents learn team envs only"]
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--suite", "atari"], "unknown suite"),
     (["--agents", "a2c"], "unknown agent"),

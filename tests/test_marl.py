@@ -183,3 +183,18 @@ def test_ippo_reads_no_world_state_and_mappo_does():
     central = mappo.critic_inputs(obs, world, central=True)
     assert central.shape == (4, 3, 57)
     np.testing.assert_array_equal(central[:, :, 54:], np.broadcast_to(np.eye(3), (4, 3, 3)))
+
+
+@pytest.mark.parametrize("name", [MPE, SMAX])
+def test_mpe_and_smax_states_are_drawn(name):
+    from jaxrl_sys.envs.render import can_render, make_renderer
+
+    env = envs.make(name)
+    assert can_render(name)
+    renderer = make_renderer(name, env)
+    reset = jax.jit(env.reset)
+    first, second = reset(jax.random.PRNGKey(0))[1], reset(jax.random.PRNGKey(1))[1]
+    a, b = renderer.frame(first), renderer.frame(second)
+    renderer.close()
+    assert a.shape == b.shape and a.shape[-1] == 3 and a.dtype == np.uint8
+    assert (a != b).any()  # the units stand elsewhere in another episode

@@ -4,7 +4,7 @@ Rebuilds the run's agent from the flags it was started with, restores its latest
 (or `--chunk N`), plays greedy episodes for every seed of the run, on device (or in worker
 processes through the host loop for `gymnasium:` envs), and prints the mean +- std of the
 return and the length. `--render out.gif` also draws one greedy episode of the first seed
-(gymnax classic-control envs and Gymnasium envs that render). Bad input: one line, exit 2.
+(gymnax classic-control envs, Gymnasium envs that render, Brax, JaxMARL's MPE and SMAX). Bad input: one line, exit 2.
 """
 
 from __future__ import annotations
@@ -143,8 +143,10 @@ def render_episode(env, policy, agent_state, key, renderer) -> list:
     @jax.jit
     def act(obs, state, memory, starts, k):
         """The greedy action for one observation, and the memory after it."""
-        actions, memory = policy.step(agent_state, memory, obs[None], starts, k,
-                                      env_state=jax.tree.map(lambda x: x[None], state))
+        context = {"env_state": jax.tree.map(lambda x: x[None], state)}
+        if hasattr(env, "legal_actions"):  # a team's available actions
+            context["legal"] = env.legal_actions(state)[None]
+        actions, memory = policy.step(agent_state, memory, obs[None], starts, k, **context)
         return actions[0], memory
 
     reset_key, run_key = jax.random.split(key)

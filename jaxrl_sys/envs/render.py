@@ -1,5 +1,6 @@
 """RGB frames of env states: gymnax classic control drawn by Gymnasium's own renderers, Brax
-tasks by Brax's (MuJoCo's renderer).
+tasks by Brax's (MuJoCo's renderer), JaxMARL's MPE and SMAX as JaxMARL's visualisers draw them
+(matplotlib circles: MPE's entities in their colours, SMAX's living units by team).
 
 gymnax envs do not draw themselves; their classic-control states hold the same physical
 quantities as Gymnasium's, so each state is copied into a Gymnasium env made with
@@ -31,7 +32,7 @@ class RenderError(ValueError):
 
 def can_render(name: str) -> bool:
     """Whether evaluate.py can draw env `name` (envpool: its Atari games, the -v5 tasks)."""
-    return name in _CLASSIC or name.startswith(("gymnasium:", "brax:")) or (
+    return name in _CLASSIC or name.startswith(("gymnasium:", "brax:")) or _jaxmarl_drawn(name) or (
         name.startswith("envpool:") and name.endswith("-v5"))
 
 
@@ -40,7 +41,13 @@ def make_renderer(name: str, env: Any) -> "ClassicControlRenderer | BraxRenderer
     Gymnasium's classic-control drawing for the gymnax ones it covers."""
     if name.startswith("brax:"):
         return BraxRenderer(env.unwrapped)
+    if _jaxmarl_drawn(name):
+        return JaxMarlRenderer(env.unwrapped)
     return ClassicControlRenderer(name)
+
+
+def _jaxmarl_drawn(name: str) -> bool:
+    return name.startswith(("jaxmarl:MPE_", "jaxmarl:SMAX:"))
 
 
 def base_state(state: Any) -> Any:
@@ -134,6 +141,48 @@ class BraxRenderer:
 
     def close(self) -> None:
         pass
+
+
+class JaxMarlRenderer:
+    """Draws MPE and SMAX states (`jaxrl_sys.envs.jaxmarl_env`) with matplotlib, off screen."""
+
+    def __init__(self, env: Any, size: int = 320) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        self._env, self._plt = env, plt
+        self._figure, self._axes = plt.subplots(figsize=(size / 80, size / 80), dpi=80)
+
+    def frame(self, state: Any) -> np.ndarray:
+        from matplotlib.patches import Circle
+
+        inner, env = base_state(state).inner, self._env.inner
+        axes = self._axes
+        axes.clear()
+        axes.set_xticks([])
+        axes.set_yticks([])
+        if self._env.smax:
+            units = getattr(inner, "state", inner)
+            axes.set_xlim(0, env.map_width)
+            axes.set_ylim(0, env.map_height)
+            for pos, alive, team in zip(np.asarray(units.unit_positions),
+                                        np.asarray(units.unit_alive),
+                                        np.asarray(units.unit_teams)):
+                if alive:
+                    axes.add_patch(Circle(pos, 0.6, color="tab:blue" if team == 0 else "tab:red"))
+        else:
+            axes.set_xlim(-2, 2)
+            axes.set_ylim(-2, 2)
+            for pos, radius, colour in zip(np.asarray(inner.p_pos), np.asarray(env.rad),
+                                           np.asarray(env.colour)):
+                axes.add_patch(Circle(pos, float(radius), color=np.asarray(colour) / 255))
+        self._figure.canvas.draw()
+        return np.asarray(self._figure.canvas.buffer_rgba())[..., :3].copy()
+
+    def close(self) -> None:
+        self._plt.close(self._figure)
 
 
 def write_gif(frames: list[np.ndarray], path: str, fps: int = 30) -> None:

@@ -35,6 +35,8 @@ SUITES: dict[str, tuple[str, ...]] = {
     "minatar": ("Asterix-MinAtar", "Breakout-MinAtar", "Freeway-MinAtar",
                 "SpaceInvaders-MinAtar", "Seaquest-MinAtar"),
     "bsuite": ("Catch-bsuite",),
+    # teams on JaxMARL (the jaxmarl extra): team-sum return on MPE, greedy win rate on SMAX
+    "marl": ("jaxmarl:MPE_simple_spread_v3", "jaxmarl:SMAX:3m", "jaxmarl:SMAX:2s3z"),
 }
 EVAL_EPISODES = 32  # greedy episodes per seed at every chunk end
 CHUNKS = 20  # points on each learning curve (train.py's default chunking)
@@ -123,7 +125,8 @@ def plan(suite: str, agent_names: Sequence[str], load_agent: Callable[[str], Any
     per pair left out and why.
 
     A pair is left out when the agent refuses the env (e.g. DQN on continuous actions): the
-    agent's own `make` decides, so the rule is written once.
+    agent's own `make` decides, so the rule is written once; and when one is a team and the
+    other is not (`MULTI_AGENT` agents learn `jaxmarl:` envs only).
     """
     if suite not in (*SUITES, "all"):
         raise BenchmarkError(f"unknown suite {suite!r}; known: {', '.join((*SUITES, 'all'))}")
@@ -139,6 +142,9 @@ def plan(suite: str, agent_names: Sequence[str], load_agent: Callable[[str], Any
     for env_name in envs:
         env = registry.make(env_name)
         for name, module in modules.items():
+            if getattr(module, "MULTI_AGENT", False) != registry.is_multi_agent(env_name):
+                skipped.append(f"{name} on {env_name}: team agents learn team envs only")
+                continue
             config = module.default_config(env_name)
             try:
                 module.make(env, config)
