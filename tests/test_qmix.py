@@ -244,7 +244,7 @@ def test_bad_config_values_are_one_line_errors():
     assert "batch_size=32 does not divide over 3 devices" in qmix.placement_problem(config, 3)
 
 
-LEARN_STEPS = 1_000_000
+LEARN_STEPS = 500_000
 
 
 @pytest.mark.parametrize("module", [qmix, vdn], ids=["qmix", "vdn"])
@@ -269,4 +269,5 @@ def test_it_learns_mpe_simple_spread(module):
     state = train(state, env_state)
     returns, _ = jax.jit(lambda s: evaluate(env, module.greedy_action(agent), s,
                                             jax.random.PRNGKey(7), jnp.arange(64)))(state)
-    assert float(returns.mean()) >= -60.0
+    # measured at 500k steps: qmix -54.0, vdn -53.4 (-54.0 both under --xla_cpu_max_isa=SSE4_2)
+    assert float(returns.mean()) >= -60.0, float(returns.mean())

@@ -30,9 +30,9 @@ class Config(RolloutBudget):
     rollout_steps: int = 16  # steps per env per iteration
     seq_length: int = 1  # learned steps of a replay item; divides rollout_steps
     burn_in: int = 0  # earlier steps per item that only warm the recurrent state
-    updates_per_iteration: int = 1  # gradient steps per iteration
+    updates_per_iteration: int = 4  # gradient steps per iteration
     buffer_size: int = 100_000  # replay items (of seq_length steps) per seed, over all envs
-    batch_size: int = 32  # items, global, split over devices
+    batch_size: int = 128  # items, global, split over devices
     learning_starts: int = 10_000  # env steps per seed before learning
     learning_rate: float = 0.005
     optimizer: str = "radam"

@@ -12,16 +12,22 @@ from jaxrl_sys.core.types import LearningPromise
 DEFAULT_ENV = "jaxmarl:MPE_simple_spread_v3"
 
 # JaxMARL's recurrent SMAX baseline (ql_rnn_smax.yaml) where it fits ours: a GRU after one
-# relu layer, gamma 0.99, SMAC's reward scale; sequences of 32 steps after a 16-step burn-in
-_SMAX = dict(memory="gru", hidden=(128,), memory_size=128, rollout_steps=32, seq_length=32,
-             burn_in=16, num_envs=16, buffer_size=5_000, batch_size=32,
-             updates_per_iteration=2, gamma=0.99, learning_rate=5e-4, anneal_lr=False,
-             max_grad_norm=10.0, target_update_period=200, reward_scale=10.0,
-             mixer_embedding=64, mixer_hypernet_hidden=256, total_steps=3_000_000)
+# relu layer, gamma 0.99, mixer 64 wide with 256-wide hypernetworks, gradient norm 10; and
+# pymarl's QMIX settings for SMAC: learning rate 5e-4, target copies every 200 updates, short
+# exploration. Replayed items are 32 steps after a 16-step burn-in.
+_SMAX = dict(memory="gru", hidden=(128,), memory_size=128, num_envs=32, rollout_steps=32,
+             seq_length=32, burn_in=16, buffer_size=5_000, batch_size=32,
+             updates_per_iteration=8, gamma=0.99, learning_rate=5e-4, anneal_lr=False,
+             max_grad_norm=10.0, target_update_period=200, exploration_fraction=0.05,
+             reward_scale=3.0, mixer_embedding=64, mixer_hypernet_hidden=256,
+             total_steps=3_000_000)
 
 TUNED: tuple[Tuned, ...] = (
-    Tuned("jaxmarl:MPE_simple_spread_v3", {}, "not measured yet"),
-    Tuned("jaxmarl:SMAX:*", _SMAX, "not measured yet"),
+    Tuned("jaxmarl:MPE_simple_spread_v3", {},
+          "5M steps, 4 seeds, greedy team-sum return: qmix -36.5 (CPU) / -40.4 (H200), "
+          "vdn -31.4 (H200); random play about -80"),
+    Tuned("jaxmarl:SMAX:*", _SMAX,
+          "3m, 3M steps, 4 seeds, greedy win rate on an H200: qmix 0.92, vdn 0.91"),
 )
 
 PROMISES: tuple[LearningPromise, ...] = (
