@@ -20,6 +20,7 @@ from jaxrl_sys.runtime.execution import DEVICE_AXIS, make_mesh, place, placement
 
 MPE = "jaxmarl:MPE_simple_spread_v3"
 SMALL = dict(num_envs=16, rollout_steps=8, seq_length=4, batch_size=16, buffer_size=128,
+             updates_per_iteration=1,
              learning_starts=128, hidden=(16,), memory_size=8, mixer_embedding=8,
              mixer_hypernet_hidden=16, target_update_period=2, total_steps=16 * 8 * 8)
 
@@ -241,7 +242,7 @@ def test_bad_config_values_are_one_line_errors():
     with pytest.raises(ConfigError, match="not a multi-agent env"):
         qmix.make(envs.make("CartPole-v1"), config)
     assert qmix.placement_problem(config, 8) is None
-    assert "batch_size=32 does not divide over 3 devices" in qmix.placement_problem(config, 3)
+    assert "batch_size=128 does not divide over 3 devices" in qmix.placement_problem(config, 3)
 
 
 LEARN_STEPS = 500_000
