@@ -30,7 +30,8 @@ from flax import struct
 
 from jaxrl_sys.agents.mappo.losses import mappo_loss, team_advantages
 from jaxrl_sys.agents.mappo.networks import (
-    TeamActorCritic, apply_sequences, critic_inputs, sample, team_memory, with_agent_ids,
+    TeamActorCritic, apply_sequences, critic_inputs, sample, sequence_values, team_memory,
+    with_agent_ids,
 )
 from jaxrl_sys.agents.ppo.agent import build_optimizer, minibatch_indices, take_minibatches
 from jaxrl_sys.core import collectives
@@ -215,8 +216,8 @@ def collect(env: Env, network: TeamActorCritic, config: Config, axis_name: Optio
         next_vstate, result = step_envs(env, vstate, action, env_key)
         _, final_critic_in = inputs_of(env.spec, config, result.info["final_observation"],
                                        result.info["final_world_state"])
-        _, (_, next_values) = apply_sequences(
-            network, params, memory, actor_in[None], final_critic_in[None],
+        next_values = sequence_values(  # of the state reached, from the memory after the step
+            network, params, None if memory is None else memory[1], final_critic_in[None],
             None if vstate.starts is None else jnp.zeros_like(vstate.starts)[None])
         if vstate.starts is not None:  # recurrent: the next episode starts from scratch
             ended = result.terminated | result.truncated

@@ -25,48 +25,48 @@ class TeamActorCritic(nn.Module):
     more layer, over time-major rows: `__call__(memory, actor_in [T, R, Da], critic_in
     [T, R, Dc], starts [T, R])` -> (memory after the last step, (logits [T, R, A], values
     [T, R])). `memory` is (actor's, critic's) state [R, ...], or None when feed-forward.
-    With `per_step_carries` the states after every step [T, R, ...] are a third output."""
+    `values(critic_memory, critic_in, starts)` runs the critic alone: (its memory after,
+    values [T, R])."""
 
     action_dim: int
     hidden: Sequence[int] = (64, 64)
     activation: str = "tanh"
     memory: str = "none"
     memory_size: int = 128
-    per_step_carries: bool = False
 
-    @nn.compact
+    def setup(self) -> None:
+        recurrent = self.memory != "none"
+        for branch in ("actor", "critic"):
+            setattr(self, f"{branch}_torso", MLP(tuple(self.hidden), self.activation))
+            if recurrent:
+                setattr(self, f"{branch}_memory", SequenceMemory(self.memory, self.memory_size))
+                setattr(self, f"{branch}_post", MLP((self.hidden[-1],), self.activation))
+        self.actor_head = Head(self.action_dim, scale=0.01)
+        self.critic_head = Head(1, scale=1.0)
+
     def __call__(self, memory: PyTree, actor_in: jax.Array, critic_in: jax.Array,
                  starts: jax.Array):
-        actor_mem, actor_features, actor_carries = self._branch(
-            "actor", None if memory is None else memory[0], actor_in, starts)
-        critic_mem, critic_features, critic_carries = self._branch(
-            "critic", None if memory is None else memory[1], critic_in, starts)
-        logits = Head(self.action_dim, scale=0.01, name="actor_head")(actor_features)
-        values = Head(1, scale=1.0, name="critic_head")(critic_features)[..., 0]
-        steps, rows = actor_in.shape[:2]
-        unflat = lambda x: x.reshape(steps, rows, *x.shape[1:])  # noqa: E731
-        outputs = (unflat(logits), unflat(values))
-        if self.memory == "none":
-            return None, outputs
-        memory = (actor_mem, critic_mem)
-        if self.per_step_carries:
-            return memory, outputs, (actor_carries, critic_carries)
-        return memory, outputs
+        actor_mem, features = self._branch("actor", None if memory is None else memory[0],
+                                           actor_in, starts)
+        critic_mem, values = self.values(None if memory is None else memory[1], critic_in,
+                                         starts)
+        logits = self.actor_head(features).reshape(*actor_in.shape[:2], -1)
+        return (None if memory is None else (actor_mem, critic_mem)), (logits, values)
+
+    def values(self, memory: PyTree, critic_in: jax.Array, starts: jax.Array):
+        """The critic alone: (its memory after the last step, values [T, R])."""
+        memory, features = self._branch("critic", memory, critic_in, starts)
+        return memory, self.critic_head(features)[..., 0].reshape(critic_in.shape[:2])
 
     def _branch(self, name: str, memory: PyTree, inputs: jax.Array, starts: jax.Array):
-        """One branch's (memory after, features [T * R, H], carries per step) of inputs
-        [T, R, D]."""
+        """One branch's (memory after, features [T * R, H]) of inputs [T, R, D]."""
         steps, rows = inputs.shape[:2]
-        features = MLP(tuple(self.hidden), self.activation, name=f"{name}_torso")(
-            inputs.reshape(steps * rows, -1))
+        features = getattr(self, f"{name}_torso")(inputs.reshape(steps * rows, -1))
         if self.memory == "none":
-            return None, features, None
-        memory, (carries, outputs) = SequenceMemory(self.memory, self.memory_size,
-                                                    name=f"{name}_memory")(
+            return None, features
+        memory, (_, outputs) = getattr(self, f"{name}_memory")(
             memory, (features.reshape(steps, rows, -1), starts))
-        features = MLP((self.hidden[-1],), self.activation, name=f"{name}_post")(
-            outputs.reshape(steps * rows, -1))
-        return memory, features, carries
+        return memory, getattr(self, f"{name}_post")(outputs.reshape(steps * rows, -1))
 
 
 def team_memory(memory: str, size: int, envs: int, agents: int) -> PyTree:
@@ -117,6 +117,20 @@ def apply_sequences(network: TeamActorCritic, params: Any, memory: PyTree, obs: 
     memory = jax.tree.map(lambda m: m.reshape(envs, agents, *m.shape[1:]), memory)
     return memory, (logits.reshape(steps, envs, agents, -1),
                     values.reshape(steps, envs, agents))
+
+
+def sequence_values(network: TeamActorCritic, params: Any, critic_memory: PyTree,
+                    critic_in: jax.Array, starts: Optional[jax.Array]) -> jax.Array:
+    """The critic alone over team sequences [T, B, N, C]: values [T, B, N] (its memory, [B, N,
+    ...] before step 0, is not returned)."""
+    steps, envs, agents = critic_in.shape[:3]
+    row_starts = (jnp.zeros((steps, envs * agents), jnp.bool_) if starts is None
+                  else jnp.repeat(starts, agents, axis=1))
+    memory = jax.tree.map(lambda m: m.reshape(envs * agents, *m.shape[2:]), critic_memory)
+    _, values = network.apply(params, memory,
+                              critic_in.reshape(steps, envs * agents, *critic_in.shape[3:]),
+                              row_starts, method=TeamActorCritic.values)
+    return values.reshape(steps, envs, agents)
 
 
 def sample(logits: jax.Array, legal: jax.Array, key: jax.Array,
