@@ -44,10 +44,12 @@ REWARDS = ("team", "win")  # training: the agents' rewards summed; "win": 1 for 
 
 @struct.dataclass
 class MultiAgentState:
-    """JaxMARL's state plus the steps taken in the current episode."""
+    """JaxMARL's state, the steps taken in the current episode, and its world state (kept, as
+    computing it again can mean computing every observation again)."""
 
     inner: Any
     steps: jax.Array  # int32
+    world: jax.Array  # float32 [S]
 
 
 def _import_jaxmarl():
@@ -132,7 +134,8 @@ class JaxMarlEnv:
     def reset(self, key: jax.Array) -> tuple[jax.Array, MultiAgentState]:
         """A fresh episode: observations [N, D]."""
         obs, inner = self.inner.reset(key)
-        return self._stack(obs), MultiAgentState(inner, jnp.zeros((), jnp.int32))
+        return self._stack(obs), MultiAgentState(inner, jnp.zeros((), jnp.int32),
+                                                 self._world_state((obs, inner)))
 
     def step(self, key: jax.Array, state: MultiAgentState, actions: jax.Array):
         """Every agent acts (`actions` [N]); team reward; auto-reset with the final
@@ -151,7 +154,7 @@ class JaxMarlEnv:
         final_obs = self._stack(obs)
         final_world = self._world_state((obs, inner))
         fresh_obs, fresh = self.reset(reset_key)
-        after = MultiAgentState(inner, steps)
+        after = MultiAgentState(inner, steps, final_world)
         next_state = jax.tree.map(lambda a, b: jnp.where(done, a, b), fresh, after)
         return (jnp.where(done, fresh_obs, final_obs), next_state, reward, terminated, truncated,
                 {"final_observation": final_obs, "final_world_state": final_world,
@@ -171,7 +174,7 @@ class JaxMarlEnv:
 
     def world_state(self, state: MultiAgentState) -> jax.Array:
         """[S]: the global state a centralised critic or a mixer reads."""
-        return self._world_state((self.inner.get_obs(state.inner), state.inner))
+        return state.world
 
     def _world_state(self, obs_and_inner: tuple[dict, Any]) -> jax.Array:
         obs, inner = obs_and_inner

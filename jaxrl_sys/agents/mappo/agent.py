@@ -160,9 +160,9 @@ def build_network(spec: EnvSpec, config: Config) -> TeamActorCritic:
 
 
 def inputs_of(spec: EnvSpec, config: Config, obs: jax.Array,
-              world_state: jax.Array) -> tuple[jax.Array, jax.Array]:
+              world_state: Optional[jax.Array]) -> tuple[jax.Array, jax.Array]:
     """(actor inputs [..., N, D + N], critic inputs [..., N, C]) of observations and world
-    states."""
+    states (None for a local critic, which does not read them)."""
     del spec
     return with_agent_ids(obs), critic_inputs(obs, world_state, config.critic == "central")
 
@@ -199,6 +199,7 @@ def collect(env: Env, network: TeamActorCritic, config: Config, axis_name: Optio
             key: jax.Array) -> tuple[VecEnvState, Trajectory, Metrics]:
     """`rollout_steps` on every team: (env state after them, Trajectory [T, B, ...], episode
     metrics summed over envs and devices). Recurrent state resets in the step its env ends."""
+    central = config.critic == "central"
     world_state = jax.vmap(env.world_state)
 
     def one_step(vstate: VecEnvState, t):
@@ -206,7 +207,7 @@ def collect(env: Env, network: TeamActorCritic, config: Config, axis_name: Optio
         act_key, env_key = jax.random.split(jax.random.fold_in(key, t))
         legal = legal_actions(env, vstate.env_state)
         actor_in, critic_in = inputs_of(env.spec, config, vstate.obs,
-                                        world_state(vstate.env_state))
+                                        world_state(vstate.env_state) if central else None)
         # one key per env, as PPO draws them, so a split over devices draws the same actions
         keys = per_env_keys(act_key, vstate.env_ids)
         memory, (logits, values) = apply_sequences(
@@ -214,8 +215,9 @@ def collect(env: Env, network: TeamActorCritic, config: Config, axis_name: Optio
             None if vstate.starts is None else vstate.starts[None])
         action, log_prob = jax.vmap(sample)(logits[0], legal, keys)
         next_vstate, result = step_envs(env, vstate, action, env_key)
-        _, final_critic_in = inputs_of(env.spec, config, result.info["final_observation"],
-                                       result.info["final_world_state"])
+        _, final_critic_in = inputs_of(
+            env.spec, config, result.info["final_observation"],
+            result.info["final_world_state"] if central else None)
         next_values = sequence_values(  # of the state reached, from the memory after the step
             network, params, None if memory is None else memory[1], final_critic_in[None],
             None if vstate.starts is None else jnp.zeros_like(vstate.starts)[None])
