@@ -45,13 +45,11 @@ def saved_state(run_dir: Path) -> dict:
 @pytest.mark.parametrize("agent, steps, extra", [
     ("ppo", 12 * 1024, []), ("dqn", 12 * 512, []),
     ("ppo", 12 * 1024, ["--env", "MemoryChain-bsuite", "--set", "memory=gru"]),  # memory resumed
-    ("mappo", 12 * 1024, ["--set", "memory=gru", "--set", "num_envs=16", "--set",
-                          "rollout_steps=16", "--set", "hidden=16"]),  # a team's memory
     ("qmix", 12 * 512, ["--set", "memory=gru", "--set", "burn_in=2", "--set", "seq_length=4",
                         "--set", "num_envs=16", "--set", "rollout_steps=32",
                         "--set", "learning_starts=1024", "--set", "hidden=16",
                         "--set", "batch_size=16"]),  # replayed team sequences
-], ids=["ppo", "dqn", "ppo-gru", "mappo-gru", "qmix-gru"])
+], ids=["ppo", "dqn", "ppo-gru", "qmix-gru"])
 def test_killed_run_resumes_exactly(tmp_path, agent, steps, extra):
     common = ["--agent", agent, "--total-steps", str(steps), "--chunks", "12",
               "--checkpoint-every", "1", "--seed", "3", "--eval-episodes", "0", *extra]

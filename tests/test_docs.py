@@ -29,9 +29,10 @@ def _section(markdown: str, heading: str) -> str:
 
 
 def _table_first_column(text: str) -> list[str]:
-    """The first cell of every body row of the first markdown table in `text`, unquoted."""
+    """The names in the first cell of every body row of the first markdown table in `text`,
+    unquoted (a cell may name several: "`mappo`, `ippo`")."""
     rows = [line for line in text.splitlines() if line.startswith("|")]
-    return [row.split("|")[1].strip().strip("`") for row in rows[2:]]
+    return [name.strip().strip("`") for row in rows[2:] for name in row.split("|")[1].split(",")]
 
 
 def _nav_pages(nav: list) -> list[str]:

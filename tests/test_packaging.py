@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from jaxrl_sys.agents import AGENTS
+
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = ("jaxrl-train", "jaxrl-evaluate", "jaxrl-arena", "jaxrl-benchmark",
             "jaxrl-check-learning", "jaxrl-plot")
@@ -50,4 +52,5 @@ def test_an_entry_point_runs_outside_the_repository(tmp_path):
                              "sys.argv = ['jaxrl-train', '--agent', 'nope']; entry()"],
                             cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines() == ["error: unknown agent 'nope'; known: ppo, dqn, sac, muzero, impala, r2d2"]
+    known = ", ".join(AGENTS)
+    assert result.stderr.strip().splitlines() == [f"error: unknown agent 'nope'; known: {known}"]
