@@ -33,13 +33,12 @@ from jaxrl_sys.agents.mappo.networks import (
     TeamActorCritic, apply_sequences, critic_inputs, sample, sequence_values, team_memory,
     with_agent_ids,
 )
-from jaxrl_sys.agents.ppo.agent import build_optimizer, minibatch_indices, take_minibatches
-from jaxrl_sys.core import collectives
-from jaxrl_sys.core.config import (
-    ConfigError, RolloutBudget, check_at_least, check_budget, check_choice, check_layer_widths,
-    check_positive, check_unit_interval,
+from jaxrl_sys.agents.ppo.agent import (
+    ClippedPPOConfig, build_optimizer, minibatch_indices, take_minibatches,
 )
-from jaxrl_sys.core.networks import ACTIVATIONS, MEMORIES, reset_memory
+from jaxrl_sys.core import collectives
+from jaxrl_sys.core.config import ConfigError, check_choice
+from jaxrl_sys.core.networks import reset_memory
 from jaxrl_sys.core.rollout import (
     VecEnvState, episode_metrics, legal_actions, per_env_keys, reset_envs, step_envs,
 )
@@ -50,50 +49,22 @@ CRITICS = ("central", "local")  # MAPPO: the world state; IPPO: the agent's own 
 
 
 @dataclasses.dataclass(frozen=True)
-class Config(RolloutBudget):
-    """MAPPO/IPPO hyper-parameters (PPO's, plus the critic's input); the defaults learn MPE
-    simple_spread (per-env ones: defaults.py)."""
+class Config(ClippedPPOConfig):
+    """MAPPO/IPPO hyper-parameters: PPO's, with their own defaults (which learn MPE
+    simple_spread; per-env ones: defaults.py), plus the critic's input."""
 
     total_steps: int = 5_000_000
     num_envs: int = 64
     rollout_steps: int = 128
-    update_epochs: int = 4
-    num_minibatches: int = 4
-    learning_rate: float = 2.5e-3
-    anneal_lr: bool = True
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    clip_eps: float = 0.2
     ent_coef: float = 0.01
-    vf_coef: float = 0.5
-    clip_value: bool = False
-    max_grad_norm: float = 0.5
-    normalize_advantages: bool = True
-    reward_scale: float = 1.0
     hidden: tuple[int, ...] = (64, 64)
-    activation: str = "tanh"
-    critic: str = "central"  # or "local" (IPPO)
-    memory: str = "none"  # or "gru", "lstm": a recurrent core in the actor and in the critic
     memory_size: int = 64
+    critic: str = "central"  # or "local" (IPPO)
 
     def validate(self) -> None:
         """Reject values that cannot work, with one line naming the field."""
-        check_at_least(self, 1, "total_steps", "num_envs", "rollout_steps", "update_epochs",
-                       "num_minibatches", "memory_size")
-        check_budget(self)
-        if self.memory == "none" and self.rollout_steps % self.num_minibatches:
-            raise ConfigError(f"rollout_steps={self.rollout_steps} must be divisible by "
-                              f"num_minibatches={self.num_minibatches}")
-        if self.memory != "none" and self.num_envs % self.num_minibatches:
-            raise ConfigError(
-                f"memory={self.memory}: minibatches are sets of envs, so num_envs="
-                f"{self.num_envs} must be divisible by num_minibatches={self.num_minibatches}")
-        check_positive(self, "learning_rate", "max_grad_norm", "clip_eps", "reward_scale")
-        check_unit_interval(self, "gamma", "gae_lambda")
-        check_choice(self, "activation", ACTIVATIONS)
+        super().validate()
         check_choice(self, "critic", CRITICS)
-        check_choice(self, "memory", MEMORIES)
-        check_layer_widths(self, "hidden")
 
 
 @struct.dataclass

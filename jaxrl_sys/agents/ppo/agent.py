@@ -66,8 +66,9 @@ DEFAULT_ENV = "CartPole-v1"
 
 
 @dataclasses.dataclass(frozen=True)
-class Config(RolloutBudget):
-    """PPO hyper-parameters; the defaults solve CartPole-v1 (per-env ones: defaults.py)."""
+class ClippedPPOConfig(RolloutBudget):
+    """The hyper-parameters of every clipped-PPO learner here (PPO's, MAPPO's) and their checks;
+    each agent's Config adds its own fields and sets its own defaults."""
 
     total_steps: int = 150_000
     num_envs: int = 32
@@ -88,35 +89,44 @@ class Config(RolloutBudget):
     reward_scale: float = 1.0
     hidden: tuple[int, ...] = (32, 32)
     activation: str = "tanh"
-    torso: str = "mlp"  # or "nature_cnn" (Atari frames), "grid_cnn" (MinAtar): shared by both heads
-    normalize_obs: bool = False
-    vtrace: bool = False  # APPO: V-trace targets with the current policy (see the module doc)
-    memory: str = "none"  # or "gru", "lstm": a recurrent core after the torso (module doc)
+    memory: str = "none"  # or "gru", "lstm": a recurrent core (the agent's module doc)
     memory_size: int = 128  # units of the recurrent core
 
     def validate(self) -> None:
         """Reject values that cannot work, with one line naming the field."""
         check_at_least(self, 1, "total_steps", "num_envs", "rollout_steps", "update_epochs",
-                       "num_minibatches")
+                       "num_minibatches", "memory_size")
         check_budget(self)
-        if self.rollout_steps % self.num_minibatches:
+        if self.memory == "none" and self.rollout_steps % self.num_minibatches:
             raise ConfigError(
                 f"rollout_steps={self.rollout_steps} must be divisible by "
                 f"num_minibatches={self.num_minibatches}"
             )
-        check_positive(self, "learning_rate", "max_grad_norm", "clip_eps", "reward_scale")
-        check_unit_interval(self, "gamma", "gae_lambda")
-        if not isinstance(self.vtrace, bool):
-            raise ConfigError(f"vtrace must be true or false, got {self.vtrace!r}")
-        check_choice(self, "activation", ACTIVATIONS)
-        check_choice(self, "torso", TORSOS)
-        check_layer_widths(self, "hidden")
-        check_choice(self, "memory", MEMORIES)
-        check_at_least(self, 1, "memory_size")
         if self.memory != "none" and self.num_envs % self.num_minibatches:
             raise ConfigError(
                 f"memory={self.memory}: minibatches are sets of envs, so num_envs="
                 f"{self.num_envs} must be divisible by num_minibatches={self.num_minibatches}")
+        check_positive(self, "learning_rate", "max_grad_norm", "clip_eps", "reward_scale")
+        check_unit_interval(self, "gamma", "gae_lambda")
+        check_choice(self, "activation", ACTIVATIONS)
+        check_layer_widths(self, "hidden")
+        check_choice(self, "memory", MEMORIES)
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(ClippedPPOConfig):
+    """PPO hyper-parameters; the defaults solve CartPole-v1 (per-env ones: defaults.py)."""
+
+    torso: str = "mlp"  # or "nature_cnn" (Atari frames), "grid_cnn" (MinAtar): shared by both heads
+    normalize_obs: bool = False
+    vtrace: bool = False  # APPO: V-trace targets with the current policy (see the module doc)
+
+    def validate(self) -> None:
+        """Reject values that cannot work, with one line naming the field."""
+        super().validate()
+        if not isinstance(self.vtrace, bool):
+            raise ConfigError(f"vtrace must be true or false, got {self.vtrace!r}")
+        check_choice(self, "torso", TORSOS)
 
 
 @struct.dataclass

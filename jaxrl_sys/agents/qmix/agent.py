@@ -32,6 +32,9 @@ import optax
 from flax import struct
 
 from jaxrl_sys.agents.dqn.agent import epsilon_at  # DQN's exploration schedule
+from jaxrl_sys.agents.r2d2.agent import (  # R2D2's warm-up and annealing, over sequence replay
+    first_learning_iteration, learning_rate,
+)
 from jaxrl_sys.agents.qmix import losses
 from jaxrl_sys.agents.qmix.config import Config
 from jaxrl_sys.agents.qmix.losses import Batch
@@ -41,7 +44,7 @@ from jaxrl_sys.agents.qmix.networks import (
 from jaxrl_sys.core import collectives, replay
 from jaxrl_sys.core.config import ConfigError
 from jaxrl_sys.core.learner import (
-    TargetNetState, device_key, exact_linear_schedule, gradient_step, init_target_net_state,
+    TargetNetState, device_key, gradient_step, init_target_net_state,
     learn_after_warmup, local_batch_size, replay_updates,
 )
 from jaxrl_sys.core.networks import reset_memory
@@ -100,27 +103,11 @@ def build_mixer(config: Config) -> Optional[MonotonicMixer]:
                           config.mixer_init_scale)
 
 
-def first_learning_iteration(config: Config) -> int:
-    """The first iteration that learns: the one after which replay holds `learning_starts`
-    env steps (iterations count from 0; every iteration writes items of every env)."""
-    return max(0, -(-config.learning_starts // config.steps_per_iteration) - 1)
-
-
-def learner_steps(config: Config) -> int:
-    """Gradient steps in the config's `num_iterations`: the warm-up's iterations take none."""
-    learning_iterations = max(0, config.num_iterations - first_learning_iteration(config))
-    return learning_iterations * config.updates_per_iteration
-
-
 def build_optimizer(config: Config) -> optax.GradientTransformation:
-    """RAdam (JaxMARL's) or Adam on gradients clipped to `max_grad_norm`; the rate annealed
-    linearly over the learner steps to `learning_rate * final_lr_fraction` if `anneal_lr`."""
-    rate = config.learning_rate
-    if config.anneal_lr:
-        rate = exact_linear_schedule(rate, rate * config.final_lr_fraction,
-                                     learner_steps(config) - 1)
-    opt = optax.radam(rate) if config.optimizer == "radam" else optax.adam(rate)
-    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), opt)
+    """RAdam (JaxMARL's) or Adam at R2D2's `learning_rate(config)` (annealed over the learner
+    steps) on gradients clipped to `max_grad_norm`."""
+    opt = optax.radam if config.optimizer == "radam" else optax.adam
+    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), opt(learning_rate(config)))
 
 
 def init(key: jax.Array, spec: EnvSpec, config: Config) -> State:

@@ -78,14 +78,20 @@ def learner_steps(config: Config) -> int:
     return learning_iterations * config.updates_per_iteration
 
 
-def build_optimizer(config: Config) -> optax.GradientTransformation:
-    """Adam on gradients clipped to `max_grad_norm`; the rate annealed linearly over the
-    learner steps to `learning_rate * final_lr_fraction` if `anneal_lr`."""
+def learning_rate(config: Config) -> optax.ScalarOrSchedule:
+    """`learning_rate`, or (`anneal_lr`) its linear schedule over the learner steps down to
+    `learning_rate * final_lr_fraction`."""
     rate = config.learning_rate
     if config.anneal_lr:
         rate = exact_linear_schedule(rate, rate * config.final_lr_fraction,
                                      learner_steps(config) - 1)
-    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(rate))
+    return rate
+
+
+def build_optimizer(config: Config) -> optax.GradientTransformation:
+    """Adam at `learning_rate(config)` on gradients clipped to `max_grad_norm`."""
+    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
+                       optax.adam(learning_rate(config)))
 
 
 def init(key: jax.Array, spec: EnvSpec, config: Config) -> State:
