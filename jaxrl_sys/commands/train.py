@@ -75,6 +75,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a device's sweep rows: all vmapped, or settings mapped one after "
                         "another with seeds vmapped (exactly a run of those seeds); auto: map "
                         "on a CPU, vmap on an accelerator")
+    p.add_argument("--pbt", action="store_true",
+                   help="population-based training over the --sweep settings: every "
+                        "--pbt-interval chunks the bottom quantile copies the whole state of "
+                        "members of the top one and perturbs its hyper-parameters (x1.2 or x0.8, "
+                        "or a fresh draw), without compiling again")
+    p.add_argument("--pbt-interval", type=int, default=d.pbt_interval,
+                   help="chunks between PBT's exploit steps")
+    p.add_argument("--pbt-quantile", type=float, default=d.pbt_quantile,
+                   help="PBT: the fraction of members that copies, and that is copied")
+    p.add_argument("--pbt-resample", type=float, default=d.pbt_resample,
+                   help="PBT: probability that an explored value is drawn afresh from its range")
+    p.add_argument("--halving", type=int, default=d.halving, metavar="ETA",
+                   help="successive halving over the --sweep settings: at each rung keep the "
+                        "best 1/ETA, which then train ETA times as long")
     p.add_argument("--staleness", type=int, default=d.staleness,
                    help="host loop (gymnasium:, envpool: envs): updates the acting "
                         "parameters may lag the learner by; 0 alternates acting and learning")
@@ -105,7 +119,8 @@ def spec_of(args: argparse.Namespace):
         save_replay=not args.no_save_replay, staleness=args.staleness,
         step_timeout=args.step_timeout, actor_threads=args.actor_threads,
         actor_devices=args.actor_devices, sweep=tuple(args.sweep), samples=args.samples,
-        sweep_batching=args.sweep_batching,
+        sweep_batching=args.sweep_batching, pbt=args.pbt, pbt_interval=args.pbt_interval,
+        pbt_quantile=args.pbt_quantile, pbt_resample=args.pbt_resample, halving=args.halving,
     )
 
 

@@ -90,6 +90,15 @@ class Checkpointer:
     def latest_chunk(self) -> Optional[int]:
         return self._manager.latest_step()
 
+    def read_record(self, chunk: Optional[int] = None) -> dict:
+        """The JSON record of the checkpoint after `chunk` (default: the latest) alone: what
+        a caller needs to build the template (a halving run's members) before `restore`."""
+        chunk = self.latest_chunk() if chunk is None else chunk
+        if chunk is None:
+            raise CheckpointError(f"no checkpoint in {self.directory}")
+        return self._manager.restore(
+            chunk, args=self._ocp.args.Composite(record=self._ocp.args.JsonRestore())).record
+
     def restore(self, template: PyTree, chunk: Optional[int] = None) -> tuple[PyTree, dict]:
         """The carry saved after `chunk` (default: the latest) shaped and sharded like
         `template`, and its record. Raises `CheckpointError` if there is none or it is

@@ -136,6 +136,8 @@ def train(
     checkpoint_every: int = 0,
     on_checkpoint: Optional[Callable[[int, Carry], None]] = None,
     check: Callable[[ChunkSummary], None] = check_finite,
+    adapt: Optional[Callable[[int, Carry], Carry]] = None,
+    adapt_every: int = 0,
 ) -> TrainResult:
     """Run chunks `start_chunk .. num_chunks-1` for all `seeds`, from `carry` if given (a
     restored run) or a fresh `runner.init(seeds)`.
@@ -144,9 +146,11 @@ def train(
     True stops training early. `on_checkpoint(chunk, carry)` is called after every
     `checkpoint_every`-th chunk and after the last one, once that chunk has passed the
     non-finite check (`check`: `NonFiniteError` stops the run before a bad state is saved; a
-    sweep, whose diverging settings are results, passes one that lets them go on). Chunk c+1
-    is dispatched before chunk c's metrics are fetched, except where a checkpoint is due.
-    Compilation is done ahead of time and timed separately.
+    sweep, whose diverging settings are results, passes one that lets them go on).
+    `adapt(chunk, carry) -> carry` (population training) runs after every `adapt_every`-th
+    chunk but the last, once that chunk's `on_chunk` has run, and before its checkpoint.
+    Chunk c+1 is dispatched before chunk c's metrics are fetched, except where a checkpoint
+    or an adaptation is due. Compilation is done ahead of time and timed separately.
     """
     start = time.perf_counter()
     carry = in_thread(lambda: runner.init(seeds)) if carry is None else carry
@@ -174,9 +178,13 @@ def train(
             (checkpoint_every > 0 and (chunk + 1) % checkpoint_every == 0)
             or chunk == num_chunks - 1 or stop
         )
-        if due or stop or chunk == num_chunks - 1:
+        adapting = (adapt is not None and adapt_every > 0 and (chunk + 1) % adapt_every == 0
+                    and chunk < num_chunks - 1)
+        if due or stop or adapting or chunk == num_chunks - 1:
             stop = handle(*pending) or stop
             pending = None
+            if adapting and not stop:
+                carry = adapt(chunk, carry)
             if on_checkpoint is not None and due:
                 on_checkpoint(chunk, carry)
             if stop:

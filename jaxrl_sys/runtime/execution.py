@@ -128,6 +128,46 @@ def make_grid_mesh(row_devices: int, env_devices: int) -> Mesh:
     return Mesh(devices.reshape(row_devices, env_devices), (ROWS_AXIS, DEVICE_AXIS))
 
 
+class ChunkFn:
+    """`run_chunk(carry) -> (carry, metrics)`: one compiled chunk that takes the rows' traced
+    hyper-parameters as an argument, so population training can change them between chunks
+    without compiling again; `lower(carry).compile()` works as for a jitted function."""
+
+    def __init__(self, jitted: Callable, settings: Settings, sharding: NamedSharding) -> None:
+        self._jitted, self._sharding = jitted, sharding
+        self.settings = settings
+
+    def __call__(self, carry: "Carry") -> tuple["Carry", Metrics]:
+        return self._jitted(carry, self.settings)
+
+    def lower(self, carry: "Carry") -> "_LoweredChunk":
+        return _LoweredChunk(self._jitted.lower(carry, self.settings), self)
+
+    def host_settings(self) -> dict[str, np.ndarray]:
+        """The rows' current values, name -> [rows] float32."""
+        return {k: np.asarray(v) for k, v in self.settings.items()}
+
+    def set_settings(self, values: dict[str, np.ndarray]) -> None:
+        """Use `values` (the same names, one float per row) from the next chunk on."""
+        current = self.host_settings()
+        if set(values) != set(current) or any(
+                np.shape(values[k]) != current[k].shape for k in current):
+            raise PlacementError(f"settings must keep their names and rows: {sorted(current)}")
+        self.settings = jax.device_put(
+            {k: np.asarray(values[k], current[k].dtype) for k in current}, self._sharding)
+
+
+class _LoweredChunk:
+    """A lowered `ChunkFn`; `compile()` gives a callable of the carry alone."""
+
+    def __init__(self, lowered: jax.stages.Lowered, owner: ChunkFn) -> None:
+        self._lowered, self._owner = lowered, owner
+
+    def compile(self) -> Callable[["Carry"], tuple["Carry", Metrics]]:
+        compiled = self._lowered.compile()
+        return lambda carry: compiled(carry, self._owner.settings)
+
+
 @dataclasses.dataclass(frozen=True)
 class Runner:
     """Compiled entry points of a placed agent.
@@ -138,10 +178,32 @@ class Runner:
     """
 
     init: Callable[[np.ndarray], Carry]
-    run_chunk: Callable[[Carry], tuple[Carry, Metrics]]
+    run_chunk: Callable[[Carry], tuple[Carry, Metrics]]  # a `ChunkFn` from `place_rows`
     mesh: Mesh
     num_envs: int
     iters_per_chunk: int
+
+    def carry_sharding(self) -> Carry:
+        """How a carry's parts lie on the mesh (agent state and key by row, env state by row
+        and env shard): for placing rows taken from another runner's carry."""
+        rows = NamedSharding(self.mesh, P(ROWS_AXIS))
+        return Carry(agent_state=rows, env_state=NamedSharding(self.mesh, P(ROWS_AXIS, DEVICE_AXIS)),
+                     key=rows)
+
+
+def copy_agent_rows(carry: Carry, sources: np.ndarray) -> Carry:
+    """`carry` with row i's agent state (parameters, optimiser state, replay, statistics,
+    counters) replaced by row `sources[i]`'s; env states and keys stay each row's own.
+    Population training's exploit step; the carry keeps its shardings."""
+    sharding = jax.tree.map(lambda x: x.sharding, carry.agent_state)
+    take = jax.jit(_take_rows, out_shardings=sharding)
+    return dataclasses.replace(
+        carry, agent_state=take(carry.agent_state, jnp.asarray(sources, jnp.int32)))
+
+
+def _take_rows(tree: PyTree, rows: jax.Array) -> PyTree:
+    """Rows `rows` [R] of every leaf of `tree` (leading axis)."""
+    return jax.tree.map(lambda x: jnp.take(x, rows, axis=0), tree)
 
 
 def check_placement(num_envs: int, num_devices: int, eval_episodes: int = 0) -> None:
@@ -278,7 +340,8 @@ def place_rows(
     rows_sharding = NamedSharding(mesh, row_spec)
     device_settings = jax.device_put(settings, rows_sharding)
     init_jit = jax.jit(init_sharded)
-    chunk_jit = jax.jit(lambda carry: chunk_sharded(carry, device_settings), donate_argnums=0)
+    run_chunk = ChunkFn(jax.jit(chunk_sharded, donate_argnums=0), device_settings,
+                        rows_sharding)
 
     def init(seeds: np.ndarray) -> Carry:
         seeds = np.asarray(seeds, dtype=np.uint32)
@@ -290,11 +353,11 @@ def place_rows(
             raise PlacementError(f"{len(seeds)} rows do not divide over {row_devices} devices"
                                  + (f" in whole settings of {seeds_per_setting} seeds"
                                     if seeds_per_setting else ""))
-        return init_jit(jax.device_put(seeds, rows_sharding), device_settings)
+        return init_jit(jax.device_put(seeds, rows_sharding), run_chunk.settings)
 
     return Runner(
         init=init,
-        run_chunk=chunk_jit,
+        run_chunk=run_chunk,
         mesh=mesh,
         num_envs=num_envs,
         iters_per_chunk=iters_per_chunk,

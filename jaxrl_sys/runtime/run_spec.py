@@ -60,6 +60,12 @@ class RunSpec:
     sweep: tuple[str, ...] = ()
     samples: int = 0  # draws of the sweep's ranges
     sweep_batching: str = "auto"  # "vmap", "map" or "auto" (see jaxrl_sys.sweeps.batching)
+    # population training over the sweep's settings (jaxrl_sys.runtime.population)
+    pbt: bool = False  # PBT: exploit and explore every pbt_interval chunks
+    pbt_interval: int = 2
+    pbt_quantile: float = 0.25  # the bottom quantile copies members of the top one
+    pbt_resample: float = 0.25  # probability that an explored value is drawn afresh
+    halving: int = 0  # successive halving: keep the best 1/halving at each rung; 0: off
 
     def check(self) -> None:
         """Refuse counts that cannot work, with one line naming the field."""
@@ -80,6 +86,24 @@ class RunSpec:
                              f"{self.actor_devices}")
         if self.wandb is not None:
             self._check_wandb()
+        self._check_population()
+
+    def _check_population(self) -> None:
+        """PBT and halving need a sweep, sensible settings, and only one of them."""
+        for flag, on in (("--pbt", self.pbt), ("--halving", self.halving)):
+            if on and not self.sweep:
+                raise UsageError(f"{flag} needs --sweep (its settings are the population)")
+        if self.pbt and self.halving:
+            raise UsageError("--pbt and --halving are two ways to spend a population's "
+                             "compute: pick one")
+        if self.pbt_interval < 1:
+            raise UsageError(f"--pbt-interval must be >= 1 chunk, got {self.pbt_interval}")
+        if not 0 < self.pbt_quantile <= 0.5:
+            raise UsageError(f"--pbt-quantile must be in (0, 0.5], got {self.pbt_quantile:g}")
+        if not 0 <= self.pbt_resample <= 1:
+            raise UsageError(f"--pbt-resample must be in [0, 1], got {self.pbt_resample:g}")
+        if self.halving < 0 or self.halving == 1:
+            raise UsageError(f"--halving ETA must be >= 2 (0: off), got {self.halving}")
 
     def _check_wandb(self) -> None:
         """W&B logging needs a project name, the wandb package, and a single run."""

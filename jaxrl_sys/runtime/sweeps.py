@@ -30,6 +30,10 @@ import numpy as np
 
 from jaxrl_sys.runtime.cli import UsageError
 from jaxrl_sys.core.config import ConfigError, field_types, parse_field_values
+from jaxrl_sys.runtime.population import (
+    Halving, MemberHistory, Mutation, Pbt, exploit_sources, explore, member_score,
+    plot_population, population_markdown, rung_ends, survivors,
+)
 from jaxrl_sys.runtime.run_spec import EnvRegistry, ResolvedRun, RunSpec, resolve, save_run_file
 from jaxrl_sys.runtime.sweep_results import SettingResult, SweepOutcome, describe_setting, \
     load_outcome, plot_outcome, save_outcome, score
@@ -283,6 +287,49 @@ def check_spec(spec: RunSpec, resolved: ResolvedRun) -> None:
                          "the end (its table gives the steps to the threshold)")
 
 
+def population_of(spec: RunSpec) -> Union[Pbt, Halving, None]:
+    """The spec's population training, if any."""
+    if spec.pbt:
+        return Pbt(spec.pbt_interval, spec.pbt_quantile, spec.pbt_resample)
+    if spec.halving:
+        return Halving(spec.halving)
+    return None
+
+
+def check_population(population: Union[Pbt, Halving], spec: RunSpec, plan: Plan,
+                     traced: Sequence[str], num_seeds: int, mapped: bool) -> None:
+    """What PBT and halving need of a sweep, as one-line errors before anything is made:
+    two settings or more in one compiled program (every key traced), an exploit step or a
+    rung that fits in the run's chunks, and rows that divide over the devices at every rung."""
+    flag = "--pbt" if isinstance(population, Pbt) else f"--halving {population.eta}"
+    static = [k.key for k in plan.keys if k.key not in traced]
+    if static:
+        raise SweepError(f"{flag} trains its members side by side in one compiled program, "
+                         f"so it changes traced float hyper-parameters only; {static[0]} changes "
+                         "array shapes or the program")
+    members = len(plan.settings)
+    if members < 2:
+        raise SweepError(f"{flag} needs a population of 2 settings or more, got {members}")
+    from jaxrl_sys.runtime.loops import chunking
+
+    _, num_chunks = chunking(plan.configs[0].num_iterations, spec.chunks)
+    if isinstance(population, Pbt):
+        if population.interval >= num_chunks:
+            raise SweepError(f"--pbt-interval {population.interval} leaves no exploit step in "
+                             f"{num_chunks} chunks (--chunks)")
+        return
+    ends = rung_ends(num_chunks, members, population.eta)
+    if len(set(ends)) != len(ends):
+        raise SweepError(f"{flag} over {members} settings needs at least "
+                         f"{population.eta ** (len(ends) - 1)} chunks (--chunks), got {num_chunks}")
+    count = members
+    for _ in ends:
+        if (count if mapped else count * num_seeds) % spec.devices:
+            raise SweepError(f"{flag}: a rung of {count} settings x {num_seeds} seeds does "
+                             f"not divide over {spec.devices} devices")
+        count = -(-count // population.eta)
+
+
 def sweep(spec: RunSpec, load_agent: Callable[[str], Any], registry: EnvRegistry, *,
           resume: Union[str, Path, None] = None) -> SweepOutcome:
     """Train every setting of `spec.sweep` x `spec.seeds`, write sweep.json/.md/.png in the
@@ -292,6 +339,7 @@ def sweep(spec: RunSpec, load_agent: Callable[[str], Any], registry: EnvRegistry
     ranges, settings (each validated), placement (rows over devices) and memory.
     """
     from jaxrl_sys.runtime.devices import enable_compile_cache, request_devices
+    from jaxrl_sys.runtime.loops import chunking
     from jaxrl_sys.runtime.metrics import make_run_dir
 
     resolved = resolve(spec, load_agent, registry, saved_run=resume)
@@ -311,6 +359,9 @@ def sweep(spec: RunSpec, load_agent: Callable[[str], Any], registry: EnvRegistry
                              f"{len(seeds)} seeds = {rows} rows do not divide over "
                              f"{spec.devices} devices"
                              + (" in whole settings (--sweep-batching map)" if mapped else ""))
+    population = population_of(spec)
+    if population is not None:
+        check_population(population, spec, plan, traced, len(seeds), mapped)
     check_memory(groups, len(seeds), resolved.module, env)
     threshold = registry.reward_threshold(resolved.env_name)
 
@@ -334,29 +385,50 @@ def sweep(spec: RunSpec, load_agent: Callable[[str], Any], registry: EnvRegistry
     keys = [k.key for k in plan.keys]
     outcome = SweepOutcome(run_dir, results, threshold, seeds, saved.get("train_seconds", 0.0),
                            keys)
+    saved_members = saved.get("population", {}).get("members", [])
+    histories = ([MemberHistory(**m) for m in saved_members] if saved_members else
+                 [MemberHistory(i, [[0, dict(s)]]) for i, s in enumerate(plan.settings)])
 
     def save() -> None:
-        save_outcome(run_dir, {
+        data = {
             "agent": spec.agent, "env": resolved.env_name, "seeds": seeds, "keys": keys,
             "traced": list(traced), "threshold": threshold,
             "groups": [list(g.members) for g in groups], "done_groups": sorted(done_groups),
             "train_seconds": outcome.train_seconds,
             "settings": [dataclasses.asdict(r) for r in results],
             "table": outcome.table(),
-        })
+        }
+        if population is not None:
+            data["population"] = {"method": "pbt" if isinstance(population, Pbt) else "halving",
+                                  **dataclasses.asdict(population),
+                                  "members": [dataclasses.asdict(h) for h in histories]}
+        save_outcome(run_dir, data)
 
     for group in groups:
         if group.index in done_groups:
             continue
-        seconds = _train_group(group, plan, resolved, registry, env, seeds, run_dir, results,
-                               outcome, save, len(groups))
+        if isinstance(population, Halving):
+            seconds = _train_halving(group, plan, resolved, registry, env, seeds, run_dir,
+                                     results, save, population)
+        else:
+            seconds = _train_group(group, plan, resolved, registry, env, seeds, run_dir,
+                                   results, save, len(groups), population, histories)
         outcome.train_seconds += seconds
         done_groups.add(group.index)
         save()
-    (run_dir / "sweep.md").write_text(outcome.markdown(), encoding="utf-8")
-    plot_outcome(outcome, run_dir / "sweep.png")
-    best = outcome.ranked()[0]
-    print(outcome.markdown(), end="")
+    if population is None:
+        (run_dir / "sweep.md").write_text(outcome.markdown(), encoding="utf-8")
+        plot_outcome(outcome, run_dir / "sweep.png")
+    else:
+        method = "pbt" if isinstance(population, Pbt) else "halving"
+        (run_dir / "sweep.md").write_text(population_markdown(results, histories, keys, method),
+                                          encoding="utf-8")
+        iters, _ = chunking(plan.configs[0].num_iterations, spec.chunks)
+        plot_population(results, histories, traced, iters * plan.configs[0].steps_per_iteration,
+                        run_dir / "sweep.png")
+    best = (outcome.ranked()[0] if population is None else
+            max(results, key=lambda r: (len(r.returns), member_score(r))))
+    print((run_dir / "sweep.md").read_text(encoding="utf-8"), end="")
     print(f"done: {len(plan.settings)} settings x {len(seeds)} seeds in "
           f"{outcome.train_seconds:.1f} s training; best setting {best.index} "
           f"({describe_setting(best.values)}): final return {float(np.mean(best.final)):.1f}; "
@@ -366,8 +438,10 @@ def sweep(spec: RunSpec, load_agent: Callable[[str], Any], registry: EnvRegistry
 
 def _train_group(group: Group, plan: Plan, resolved: ResolvedRun, registry: EnvRegistry,
                  env: Any, seeds: list[int], run_dir: Path, results: list[SettingResult],
-                 outcome: SweepOutcome, save: Callable[[], None], num_groups: int) -> float:
-    """Train one compiled group to the end (from its last checkpoint if it has one)."""
+                 save: Callable[[], None], num_groups: int, pbt: Optional[Pbt] = None,
+                 histories: Sequence[MemberHistory] = ()) -> float:
+    """Train one compiled group to the end (from its last checkpoint if it has one); with
+    `pbt`, exploit and explore every `pbt.interval` chunks (`_pbt_step`)."""
     from jaxrl_sys.runtime import driver
     from jaxrl_sys.runtime.checkpoint import Checkpointer
     from jaxrl_sys.runtime.loops import chunking
@@ -375,51 +449,214 @@ def _train_group(group: Group, plan: Plan, resolved: ResolvedRun, registry: EnvR
     spec = resolved.spec
     iters, num_chunks = chunking(group.config.num_iterations, spec.chunks)
     runner = group_runner(group, plan, resolved, registry, env, len(seeds), iters)
-    row_seeds = np.tile(np.asarray(seeds), len(group.members))
-    steps_per_chunk = iters * group.config.steps_per_iteration
+    members = list(group.members)
+    values = [dict(plan.settings[m]) for m in members]  # each member's current values
     checkpointer = Checkpointer(run_dir / f"group-{group.index}", keep=spec.keep_checkpoints,
                                 save_replay=spec.save_replay)
     carry, start_chunk, seconds_before = None, 0, 0.0
     if checkpointer.latest_chunk() is not None:
-        carry, record = checkpointer.restore(runner.init(row_seeds))
+        carry, record = checkpointer.restore(runner.init(_row_seeds(seeds, members)))
         start_chunk = int(record["chunk"]) + 1
         seconds_before = float(record.get("train_seconds", 0.0))
+        if pbt is not None:
+            values = record["member_values"]
+            runner.run_chunk.set_settings(_row_settings(values, group.traced, len(seeds)))
         print(f"group {group.index + 1}: resuming after chunk {start_chunk - 1}", file=sys.stderr)
-    for member in group.members:  # chunks after the checkpoint are trained again
-        r = results[member]
+    _forget_after(start_chunk, [results[m] for m in members], histories)
+    clock = {"seconds": seconds_before}
+    on_chunk = _chunk_recorder(members, seeds, results, iters * group.config.steps_per_iteration,
+                               seconds_before, clock, save, spec.progress,
+                               f"group {group.index + 1}/{num_groups}", num_chunks)
+
+    def adapt(chunk: int, carry: Any) -> Any:
+        """PBT's exploit and explore after `chunk`."""
+        carry = _pbt_step(pbt, chunk, carry, runner, members, values, plan, group, spec,
+                          results, histories, len(seeds))
+        save()
+        return carry
+
+    def on_checkpoint(chunk: int, carry: Any) -> None:
+        record = {"train_seconds": clock["seconds"]}
+        if pbt is not None:
+            record["member_values"] = values
+        checkpointer.save(chunk, carry, record)
+
+    try:
+        driver.train(runner, _row_seeds(seeds, members), num_chunks, on_chunk, carry=carry,
+                     start_chunk=start_chunk, checkpoint_every=spec.checkpoint_every,
+                     on_checkpoint=on_checkpoint, check=lambda summary: None,
+                     adapt=adapt if pbt is not None else None,
+                     adapt_every=pbt.interval if pbt is not None else 0)
+    finally:
+        checkpointer.close()
+    return clock["seconds"] - seconds_before
+
+
+def _row_seeds(seeds: Sequence[int], members: Sequence[int]) -> np.ndarray:
+    """The seed of every row of `members` (setting-major: a member's seeds are adjacent)."""
+    return np.tile(np.asarray(seeds), len(members))
+
+
+def _row_settings(values: Sequence[dict], traced: Sequence[str],
+                  num_seeds: int) -> dict[str, np.ndarray]:
+    """Per-row traced values [members x seeds] of the members' values."""
+    return {k: np.repeat(np.asarray([v[k] for v in values], np.float32), num_seeds)
+            for k in traced}
+
+
+def _forget_after(start_chunk: int, results: Sequence[SettingResult],
+                  histories: Sequence[MemberHistory]) -> None:
+    """Drop what was recorded after the checkpoint a run resumes from (trained again)."""
+    for r in results:
         del r.env_steps[start_chunk:], r.returns[start_chunk:], r.seconds[start_chunk:]
-    state = {"seconds": seconds_before}
+    for h in histories:
+        h.truncate(start_chunk)
+
+
+def _chunk_recorder(members: Sequence[int], seeds: Sequence[int], results: list[SettingResult],
+                    steps_per_chunk: int, seconds_before: float, clock: dict,
+                    save: Callable[[], None], progress: bool, label: str,
+                    num_chunks: int) -> Callable:
+    """The driver's `on_chunk` for the rows of `members`: each member's returns (greedy when
+    evaluated) appended to its result, sweep.json saved, a progress line."""
+    from jaxrl_sys.runtime import driver
 
     def on_chunk(summary: driver.ChunkSummary, train_seconds: float) -> bool:
         values = summary.eval_returns if summary.eval_returns is not None else summary.returns
-        values = np.asarray(values, float).reshape(len(group.members), len(seeds))
+        values = np.asarray(values, float).reshape(len(members), len(seeds))
         finite = (np.ones(values.shape, bool) if summary.state_finite is None
                   else np.asarray(summary.state_finite).reshape(values.shape))
-        state["seconds"] = seconds_before + train_seconds
-        for member, row, ok in zip(group.members, values, finite):
+        clock["seconds"] = seconds_before + train_seconds
+        for member, row, ok in zip(members, values, finite):
             r = results[member]
             r.env_steps.append((summary.chunk + 1) * steps_per_chunk)
             r.returns.append([float(v) for v in row])
-            r.seconds.append(state["seconds"])
+            r.seconds.append(clock["seconds"])
             r.finite = r.finite and bool(ok.all())
         save()
-        if spec.progress:
-            best = max((r for r in results if r.returns), key=score)  # over all groups
-            print(f"group {group.index + 1}/{num_groups} chunk {summary.chunk + 1}/{num_chunks}"
-                  f": best so far setting {best.index} ({describe_setting(best.values)}) "
-                  f"return {float(np.mean(best.final)):.1f}", file=sys.stderr, flush=True)
+        if progress:
+            best = max((results[m] for m in members), key=score)
+            print(f"{label} chunk {summary.chunk + 1}/{num_chunks}: best so far setting "
+                  f"{best.index} ({describe_setting(best.values)}) return "
+                  f"{float(np.mean(best.final)):.1f}", file=sys.stderr, flush=True)
         return False
 
-    def on_checkpoint(chunk: int, carry: Any) -> None:
-        checkpointer.save(chunk, carry, {"train_seconds": state["seconds"]})
+    return on_chunk
 
+
+def _pbt_step(pbt: Pbt, chunk: int, carry: Any, runner: Any, members: list[int],
+              values: list[dict], plan: Plan, group: Group, spec: RunSpec,
+              results: list[SettingResult], histories: Sequence[MemberHistory],
+              num_seeds: int) -> Any:
+    """Exploit and explore after `chunk`: the bottom quantile's rows take the agent state of
+    a top member's rows (seed for seed), their values are perturbed or drawn afresh, and the
+    runner's traced settings change (no compiling). Decided by a generator seeded with the
+    run's seed and the chunk, so a resumed run decides the same."""
+    from jaxrl_sys.runtime.execution import copy_agent_rows
+
+    rng = np.random.default_rng([spec.seed, chunk, 0x9B7])
+    scores = [member_score(results[m]) for m in members]
+    sources = exploit_sources(scores, pbt.quantile, rng)
+    fields = field_types(group.config)
+    mutations = [Mutation(k.key, k.values, k.scale, k.low, k.high) for k in plan.keys
+                 if fields[k.key] is float]
+
+    def valid(candidate: dict) -> bool:
+        try:
+            dataclasses.replace(group.config, **candidate).validate()
+        except ValueError:
+            return False
+        return True
+
+    for position, source in enumerate(sources):
+        if source == position:
+            continue
+        values[position] = explore(values[source], mutations, pbt.resample_probability, rng,
+                                   valid)
+        history = histories[members[position]]
+        history.copied.append([chunk, members[source]])
+        history.schedule.append([chunk + 1, dict(values[position])])
+    rows = (np.repeat(sources, num_seeds) * num_seeds
+            + np.tile(np.arange(num_seeds), len(members)))
+    runner.run_chunk.set_settings(_row_settings(values, group.traced, num_seeds))
+    moved = int(np.sum(sources != np.arange(len(members))))
+    if spec.progress:
+        print(f"pbt after chunk {chunk + 1}: {moved} member(s) copied "
+              + ", ".join(f"{members[s]}->{members[p]}" for p, s in enumerate(sources) if s != p),
+              file=sys.stderr, flush=True)
+    return copy_agent_rows(carry, rows) if moved else carry
+
+
+def _train_halving(group: Group, plan: Plan, resolved: ResolvedRun, registry: EnvRegistry,
+                   env: Any, seeds: list[int], run_dir: Path, results: list[SettingResult],
+                   save: Callable[[], None], halving: Halving) -> float:
+    """Successive halving over one group's settings: each rung trains its members to its
+    end, then the best ceil(n / eta) go on with their whole state. The rows change at every
+    rung, so each rung is a program of its own (compiled when it starts)."""
+    import jax
+
+    from jaxrl_sys.runtime import driver
+    from jaxrl_sys.runtime.checkpoint import Checkpointer
+    from jaxrl_sys.runtime.loops import chunking
+
+    spec = resolved.spec
+    iters, num_chunks = chunking(group.config.num_iterations, spec.chunks)
+    ends = rung_ends(num_chunks, len(group.members), halving.eta)
+    counts = [len(group.members)]
+    for _ in ends[1:]:
+        counts.append(-(-counts[-1] // halving.eta))
+    members = list(group.members)
+    checkpointer = Checkpointer(run_dir / f"group-{group.index}", keep=spec.keep_checkpoints,
+                                save_replay=spec.save_replay)
+    carry, runner, start_chunk, seconds_before = None, None, 0, 0.0
+
+    def runner_for(rung_members: list[int]) -> Any:
+        return group_runner(dataclasses.replace(group, members=tuple(rung_members)), plan,
+                            resolved, registry, env, len(seeds), iters)
+
+    if checkpointer.latest_chunk() is not None:
+        members = list(checkpointer.read_record()["members"])
+        runner = runner_for(members)
+        carry, record = checkpointer.restore(runner.init(_row_seeds(seeds, members)))
+        start_chunk = int(record["chunk"]) + 1
+        seconds_before = float(record.get("train_seconds", 0.0))
+        print(f"halving: resuming after chunk {start_chunk - 1}", file=sys.stderr)
+    _forget_after(start_chunk, [results[m] for m in group.members], ())
+    clock = {"seconds": seconds_before}
     try:
-        driver.train(runner, row_seeds, num_chunks, on_chunk, carry=carry,
-                     start_chunk=start_chunk, checkpoint_every=spec.checkpoint_every,
-                     on_checkpoint=on_checkpoint, check=lambda summary: None)
+        for rung, (end, count) in enumerate(zip(ends, counts)):
+            if start_chunk >= end:
+                continue
+            if len(members) > count:  # the rung before has ended: keep its best
+                keep = survivors([member_score(results[m]) for m in members], halving.eta)
+                rows = np.concatenate([np.arange(i * len(seeds), (i + 1) * len(seeds))
+                                       for i in keep])
+                members = [members[i] for i in keep]
+                runner = runner_for(members)
+                carry = jax.device_put(jax.tree.map(lambda x: np.asarray(x)[rows], carry),
+                                       runner.carry_sharding())
+                if spec.progress:
+                    print(f"halving: rung {rung + 1}/{len(ends)} keeps settings "
+                          f"{', '.join(map(str, members))}", file=sys.stderr, flush=True)
+            runner = runner or runner_for(members)
+            on_chunk = _chunk_recorder(members, seeds, results,
+                                       iters * group.config.steps_per_iteration,
+                                       clock["seconds"], clock, save, spec.progress,
+                                       f"rung {rung + 1}/{len(ends)}", num_chunks)
+            rung_members = list(members)
+
+            def on_checkpoint(chunk: int, carry: Any) -> None:
+                checkpointer.save(chunk, carry, {"train_seconds": clock["seconds"],
+                                                 "members": rung_members})
+
+            trained = driver.train(runner, _row_seeds(seeds, members), end, on_chunk,
+                                   carry=carry, start_chunk=start_chunk,
+                                   checkpoint_every=spec.checkpoint_every,
+                                   on_checkpoint=on_checkpoint, check=lambda summary: None)
+            carry, start_chunk = trained.carry, end
     finally:
         checkpointer.close()
-    return state["seconds"] - seconds_before
+    return clock["seconds"] - seconds_before
 
 
 def group_runner(group: Group, plan: Plan, resolved: ResolvedRun, registry: EnvRegistry,
