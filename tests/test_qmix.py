@@ -32,6 +32,13 @@ def small_agent(module=qmix, axis_name=None, **overrides):
     return env, module.make(env, config, axis_name=axis_name)
 
 
+@pytest.mark.parametrize("env_name", ["jaxmarl:MPE_simple_spread_v3", "jaxmarl:SMAX:3m"])
+def test_vdn_ships_qmix_defaults_with_the_sum_for_a_mixer(env_name):
+    ours, base = vdn.default_config(env_name), qmix.default_config(env_name)
+    assert (ours.mixer, base.mixer) == ("vdn", "qmix")
+    assert dataclasses.replace(ours, mixer="qmix") == base
+
+
 def test_the_mixer_is_monotonic_in_every_agent_q_and_vdn_mixes_by_summing():
     mixer = qmix.MonotonicMixer(embedding=8, hypernet_hidden=16, init_scale=1.0)
     qs = jax.random.normal(jax.random.PRNGKey(0), (64, 3)) * 5.0

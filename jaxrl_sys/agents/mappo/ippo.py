@@ -5,3 +5,4 @@ defaults are MAPPO's with that one field changed (`defaults.ippo_config`)."""
 
 from jaxrl_sys.agents.mappo import *  # noqa: F403 (MAPPO's agent contract, all of it)
 from jaxrl_sys.agents.mappo import __all__  # noqa: F401 (the same names)
+from jaxrl_sys.agents.mappo.defaults import ippo_config as default_config

@@ -5,3 +5,4 @@ one field changed (`defaults.vdn_config`)."""
 
 from jaxrl_sys.agents.qmix import *  # noqa: F403 (QMIX's agent contract, all of it)
 from jaxrl_sys.agents.qmix import __all__  # noqa: F401 (the same names)
+from jaxrl_sys.agents.qmix.defaults import vdn_config as default_config
