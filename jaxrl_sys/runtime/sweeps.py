@@ -654,6 +654,9 @@ def _train_halving(group: Group, plan: Plan, resolved: ResolvedRun, registry: En
                                    checkpoint_every=spec.checkpoint_every,
                                    on_checkpoint=on_checkpoint, check=lambda summary: None)
             carry, start_chunk = trained.carry, end
+            if spec.progress:
+                print(f"halving: rung {rung + 1}/{len(ends)} ({len(members)} settings) compiled "
+                      f"in {trained.compile_seconds:.1f} s", file=sys.stderr, flush=True)
     finally:
         checkpointer.close()
     return clock["seconds"] - seconds_before

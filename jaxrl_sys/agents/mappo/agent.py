@@ -189,19 +189,23 @@ def collect(env: Env, network: TeamActorCritic, config: Config, axis_name: Optio
         _, final_critic_in = inputs_of(
             env.spec, config, result.info["final_observation"],
             result.info["final_world_state"] if central else None)
-        next_values = sequence_values(  # of the state reached, from the memory after the step
-            network, params, None if memory is None else memory[1], final_critic_in[None],
-            None if vstate.starts is None else jnp.zeros_like(vstate.starts)[None])
-        if vstate.starts is not None:  # recurrent: the next episode starts from scratch
-            ended = result.terminated | result.truncated
+        if memory is None:  # valued after the rollout, every step in one batch
+            reached = final_critic_in
+        else:  # the state reached, valued from the critic's memory after the step
+            reached = sequence_values(network, params, memory[1], final_critic_in[None],
+                                      jnp.zeros_like(vstate.starts)[None])[0]
+            ended = result.terminated | result.truncated  # the next episode starts afresh
             next_vstate = next_vstate.replace(
                 memory=jax.tree.map(lambda m: reset_memory(m, ended), memory), starts=ended)
-        record = (vstate.obs, critic_in, legal, action, log_prob, values[0], next_values[0],
+        record = (vstate.obs, critic_in, legal, action, log_prob, values[0], reached,
                   result.reward * config.reward_scale, result.terminated, result.truncated)
         return next_vstate, ((record, vstate.starts), episode_metrics(result.info, None))
 
     vstate, ((records, starts), episodes) = jax.lax.scan(
         one_step, env_state, jnp.arange(config.rollout_steps))
+    if env_state.memory is None:  # the reached states' critic inputs [T, B, N, C] -> values
+        records = (*records[:6], sequence_values(network, params, None, records[6], None),
+                   *records[7:])
     trajectory = Trajectory(*records, env_ids=env_state.env_ids, starts=starts,
                             memory=env_state.memory)
     episodes = collectives.psum(jax.tree.map(jnp.sum, episodes), axis_name)
