@@ -31,6 +31,9 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from jaxrl_sys.runtime.population import member_score
+from jaxrl_sys.runtime.sweep_results import SettingResult
+
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN = str(ROOT / "scripts" / "train.py")
 RANGES = {"learning_rate": ("log", 1e-4, 1e-2), "ent_coef": ("uniform", 0.0, 0.02)}
@@ -59,7 +62,7 @@ def run_ours(args: argparse.Namespace, seed: int, root: Path) -> dict:
         raise SystemExit(f"error: train.py --pbt: {done.stderr.strip()[-500:]}")
     (run_dir,) = root.iterdir()
     saved = json.loads((run_dir / "sweep.json").read_text())
-    finals = [float(sum(s["returns"][-1]) / len(s["returns"][-1])) for s in saved["settings"]]
+    finals = [member_score(SettingResult(**s)) for s in saved["settings"]]
     copies = sum(len(m["copied"]) for m in saved["population"]["members"])
     return {"seconds": seconds, "best_final": max(finals), "finals": finals, "copies": copies,
             "settings": [s["values"] for s in saved["settings"]]}
@@ -96,6 +99,7 @@ def tune_trainable(env_name: str, chunks: int, total_steps: Optional[int]):
             self.runner = place_rows(build, num_envs=base.num_envs, iters_per_chunk=iters,
                                      settings=self._settings(config))
             self.carry = self.runner.init(np.asarray([config["seed"]]))
+            self.returns: list[list[float]] = []  # this member's chunk returns, as ours keeps
             self.run_chunk = self.runner.run_chunk.lower(self.carry).compile()
 
         def _settings(self, config: dict) -> dict:
@@ -104,11 +108,20 @@ def tune_trainable(env_name: str, chunks: int, total_steps: Optional[int]):
             return {k: np.asarray([config[k]], np.float32) for k in RANGES}
 
         def step(self) -> dict:
-            from jaxrl_sys.runtime.driver import summarize
+            """One chunk; the metric PBT ranks by is ours (`population.member_score`: a
+            chunk without a finished episode counts the last one that had one, or the
+            return so far of the episodes in progress)."""
+            from jaxrl_sys.runtime.driver import running_returns, summarize
+            from jaxrl_sys.runtime.population import member_score
+            from jaxrl_sys.runtime.sweep_results import SettingResult
 
             self.carry, metrics = self.run_chunk(self.carry)
             summary = summarize(self.iteration, self.runner.iters_per_chunk, metrics)
-            return {"episode_return_mean": float(summary.returns[0]),
+            self.returns.append([float(summary.returns[0])])
+            result = SettingResult(0, {}, [], self.returns, [])
+            return {"episode_return_mean": member_score(result, running_returns(
+                        self.carry.env_state)),
+                    "final_return": member_score(result),
                     "env_steps": (self.iteration + 1) * self.chunk_steps}
 
         def reset_config(self, new_config: dict) -> bool:
@@ -178,7 +191,7 @@ def tune_main(env_name: str, seed: int, chunks: int, interval: int,
             checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=interval,
                                                     num_to_keep=2)))
     results = tuner.fit()
-    finals = [float(r.metrics["episode_return_mean"]) for r in results]
+    finals = [float(r.metrics["final_return"]) for r in results]
     Path(root, "tune_result.json").write_text(json.dumps(
         {"best_final": max(finals), "finals": finals, "trials": len(finals)}))
     ray.shutdown()

@@ -79,6 +79,14 @@ def test_rungs_train_each_survivor_eta_times_as_long_as_the_last():
     result = SettingResult(0, {}, [10], [[1.0, 3.0]], [0.1])
     assert population.member_score(result) == 2.0
     assert population.member_score(dataclasses.replace(result, finite=False)) == -np.inf
+    # seed 1 finished no episode in the last chunk (episodes longer than a chunk): its last
+    # chunk that had one counts, or the return so far of its episode in progress if larger
+    long = SettingResult(0, {}, [10, 20], [[1.0, 3.0], [2.0, np.nan]], [0.1, 0.2])
+    assert population.member_score(long) == 2.5
+    assert population.member_score(long, np.array([0.0, 5.0])) == 3.5
+    never = SettingResult(0, {}, [10], [[np.nan]], [0.1])
+    assert population.member_score(never) == -np.inf
+    assert population.member_score(never, np.array([4.0])) == 4.0
 
 
 def test_settings_change_between_chunks_without_compiling_again():

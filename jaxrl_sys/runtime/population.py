@@ -45,12 +45,23 @@ class Halving:
     eta: int = 2
 
 
-def member_score(result: SettingResult) -> float:
-    """A member's recent return: its last chunk's mean over seeds (-inf if non-finite)."""
+def member_score(result: SettingResult, in_progress: Optional[np.ndarray] = None) -> float:
+    """A member's recent return: the mean over its seeds of its last chunk's return (-inf if
+    its state went non-finite). A seed that finished no episode in that chunk (episodes
+    longer than a chunk) counts the larger of its last chunk's return that had one and the
+    return so far of its episodes in progress (`in_progress` [seeds], a lower bound), so a
+    member is not ranked last for playing long episodes."""
     if not result.returns or not result.finite:
         return -math.inf
-    last = np.asarray(result.returns[-1], float)
-    return float(last.mean()) if np.isfinite(last).all() else -math.inf
+    history = np.asarray(result.returns, float)  # [chunks, seeds]
+    last = history[-1].copy()
+    for seed in np.flatnonzero(~np.isfinite(last)):
+        earlier = history[:-1, seed][np.isfinite(history[:-1, seed])]
+        candidates = [earlier[-1]] if earlier.size else []
+        if in_progress is not None and np.isfinite(in_progress[seed]):
+            candidates.append(float(in_progress[seed]))
+        last[seed] = max(candidates) if candidates else -math.inf
+    return float(last.mean())
 
 
 def quantile_size(members: int, quantile: float) -> int:

@@ -544,6 +544,18 @@ def _chunk_recorder(members: Sequence[int], seeds: Sequence[int], results: list[
     return on_chunk
 
 
+def _scores(members: Sequence[int], results: list[SettingResult], carry: Any,
+            num_seeds: int) -> list[float]:
+    """The members' recent returns (`population.member_score`), with the returns so far of
+    the episodes in progress in `carry` for seeds that finished none in the last chunk."""
+    from jaxrl_sys.runtime.driver import running_returns
+
+    running = running_returns(carry.env_state)
+    return [member_score(results[m], None if running is None else
+                         running[i * num_seeds:(i + 1) * num_seeds])
+            for i, m in enumerate(members)]
+
+
 def _pbt_step(pbt: Pbt, chunk: int, carry: Any, runner: Any, members: list[int],
               values: list[dict], plan: Plan, group: Group, spec: RunSpec,
               results: list[SettingResult], histories: Sequence[MemberHistory],
@@ -555,7 +567,7 @@ def _pbt_step(pbt: Pbt, chunk: int, carry: Any, runner: Any, members: list[int],
     from jaxrl_sys.runtime.execution import copy_agent_rows
 
     rng = np.random.default_rng([spec.seed, chunk, 0x9B7])
-    scores = [member_score(results[m]) for m in members]
+    scores = _scores(members, results, carry, num_seeds)
     sources = exploit_sources(scores, pbt.quantile, rng)
     fields = field_types(group.config)
     mutations = [Mutation(k.key, k.values, k.scale, k.low, k.high) for k in plan.keys
@@ -628,7 +640,7 @@ def _train_halving(group: Group, plan: Plan, resolved: ResolvedRun, registry: En
             if start_chunk >= end:
                 continue
             if len(members) > count:  # the rung before has ended: keep its best
-                keep = survivors([member_score(results[m]) for m in members], halving.eta)
+                keep = survivors(_scores(members, results, carry, len(seeds)), halving.eta)
                 rows = np.concatenate([np.arange(i * len(seeds), (i + 1) * len(seeds))
                                        for i in keep])
                 members = [members[i] for i in keep]
