@@ -78,7 +78,6 @@ def tune_trainable(env_name: str, chunks: int, total_steps: Optional[int]):
             from jaxrl_sys.runtime.devices import set_safe_cpu_flags
 
             set_safe_cpu_flags()  # the flags train.py runs with (one thread per device)
-            import numpy as np
 
             from jaxrl_sys import RunSpec, agents, envs, resolve
             from jaxrl_sys.runtime.execution import place_rows, placement_fns
@@ -98,9 +97,15 @@ def tune_trainable(env_name: str, chunks: int, total_steps: Optional[int]):
 
             self.runner = place_rows(build, num_envs=base.num_envs, iters_per_chunk=iters,
                                      settings=self._settings(config))
+            self._start(config)
+            self.run_chunk = self.runner.run_chunk.lower(self.carry).compile()
+
+        def _start(self, config: dict) -> None:
+            """A fresh member: initial state for its seed, no returns yet."""
+            import numpy as np
+
             self.carry = self.runner.init(np.asarray([config["seed"]]))
             self.returns: list[list[float]] = []  # this member's chunk returns, as ours keeps
-            self.run_chunk = self.runner.run_chunk.lower(self.carry).compile()
 
         def _settings(self, config: dict) -> dict:
             import numpy as np
@@ -125,32 +130,36 @@ def tune_trainable(env_name: str, chunks: int, total_steps: Optional[int]):
                     "env_steps": (self.iteration + 1) * self.chunk_steps}
 
         def reset_config(self, new_config: dict) -> bool:
+            """A reused actor takes another trial (or an exploiting one, which Tune then
+            restores): new traced values, no compiling, a fresh start."""
             self.runner.run_chunk.set_settings(self._settings(new_config))
             self.config = new_config
+            self._start(new_config)
             return True
 
         def save_checkpoint(self, checkpoint_dir: str) -> None:
             import jax
 
-            with open(os.path.join(checkpoint_dir, "carry.pkl"), "wb") as f:
-                pickle.dump(jax.device_get(self.carry), f)
+            with open(os.path.join(checkpoint_dir, "state.pkl"), "wb") as f:
+                pickle.dump((jax.device_get(self.carry), self.returns), f)
 
         def load_checkpoint(self, checkpoint_dir: str) -> None:
             import jax
 
-            with open(os.path.join(checkpoint_dir, "carry.pkl"), "rb") as f:
-                host = pickle.load(f)
+            with open(os.path.join(checkpoint_dir, "state.pkl"), "rb") as f:
+                host, self.returns = pickle.load(f)
             self.carry = jax.device_put(host, self.runner.carry_sharding())
 
     return Trainable
 
 
-def run_tune(args: argparse.Namespace, seed: int, settings: list[dict], root: Path) -> dict:
+def run_tune(args: argparse.Namespace, seed: int, settings: list[dict], root: Path,
+             reuse_actors: bool) -> dict:
     """Ray Tune's PBT over the same initial settings: wall seconds (from `ray.init`, in a
     process of its own so that it starts cold like ours) and the best final return."""
     code = (f"import sys; sys.path.insert(0, {str(ROOT / 'scripts')!r}); import tune_pbt; "
             f"tune_pbt.tune_main({args.env!r}, {seed}, {args.chunks}, {args.interval}, "
-            f"{args.total_steps!r}, "
+            f"{args.total_steps!r}, {reuse_actors!r}, "
             f"{json.dumps(settings)!r}, {str(root)!r})")
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -162,7 +171,8 @@ def run_tune(args: argparse.Namespace, seed: int, settings: list[dict], root: Pa
 
 
 def tune_main(env_name: str, seed: int, chunks: int, interval: int,
-              total_steps: Optional[int], settings_json: str, root: str) -> None:
+              total_steps: Optional[int], reuse_actors: bool, settings_json: str,
+              root: str) -> None:
     """Tune's side, in its own process: PBT with `PopulationBasedTraining`."""
     import ray
     from ray import tune
@@ -185,7 +195,7 @@ def tune_main(env_name: str, seed: int, chunks: int, interval: int,
     tuner = tune.Tuner(
         trainable, param_space=space,
         tune_config=tune.TuneConfig(scheduler=scheduler, metric="episode_return_mean",
-                                    mode="max", reuse_actors=True),
+                                    mode="max", reuse_actors=reuse_actors),
         run_config=tune.RunConfig(
             storage_path=root, stop={"training_iteration": chunks}, verbose=0,
             checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=interval,
@@ -197,25 +207,33 @@ def tune_main(env_name: str, seed: int, chunks: int, interval: int,
     ray.shutdown()
 
 
+MODES = {"tune": False, "tune_reused": True}  # Tune's default for class trainables; reused
+
+
 def markdown(rows: list[dict], args: argparse.Namespace) -> str:
-    """The side-by-side table."""
+    """The side-by-side table: ours, Tune with a fresh actor per trial (its default for class
+    trainables, as RLlib's), Tune with actors reused (`reset_config`: no compiling again)."""
+    ranges = ", ".join(f"{k} {s}:{lo:g}:{hi:g}" for k, (s, lo, hi) in RANGES.items())
     head = (f"# PBT: `train.py --pbt` beside Ray Tune's PopulationBasedTraining\n\n"
             f"Made by `python scripts/tune_pbt.py --env {args.env} --chunks {args.chunks} "
             f"--interval {args.interval} --repeats {args.repeats}` on "
             f"{time.strftime('%Y-%m-%d %H:%M')}: {platform.processor() or platform.machine()}, "
             f"{os.cpu_count()} cores; ray {rows[0]['ray']}. PPO on {args.env} (shipped "
             f"defaults), {args.members} members of 1 seed, {args.chunks} chunks, exploit every "
-            f"{args.interval}; ranges {', '.join(f'{k} {s}:{lo:g}:{hi:g}' for k, (s, lo, hi) in RANGES.items())}.\n\n"
-            "| repeat (seed) | ours: wall s | Tune: wall s | Tune / ours | ours: best final return | "
-            "Tune: best final return | ours: members' final returns (median) | Tune: (median) |\n"
-            "|---|---:|---:|---:|---:|---:|---:|---:|\n")
+            f"{args.interval}; ranges {ranges}. Wall seconds from process start to the end of "
+            "the budget; returns: each member's mean training return over its last chunk.\n\n"
+            "| seed | side | wall s | / ours | best final return | median member |\n"
+            "|---|---|---:|---:|---:|---:|\n")
     lines = []
+    names = {"ours": "`train.py --pbt`", "tune": "Tune, an actor per trial (default)",
+             "tune_reused": "Tune, actors reused"}
     for row in rows:
-        ours, theirs = row["ours"], row["tune"]
-        lines.append(f"| {row['seed']} | {ours['seconds']:.1f} | {theirs['seconds']:.1f} | "
-                     f"**{theirs['seconds'] / ours['seconds']:.1f}** | {ours['best_final']:.1f} | "
-                     f"{theirs['best_final']:.1f} | {sorted(ours['finals'])[len(ours['finals']) // 2]:.1f} | "
-                     f"{sorted(theirs['finals'])[len(theirs['finals']) // 2]:.1f} |")
+        for side in ("ours", *MODES):
+            result = row[side]
+            finals = sorted(result["finals"])
+            lines.append(f"| {row['seed']} | {names[side]} | {result['seconds']:.1f} | "
+                         f"{result['seconds'] / row['ours']['seconds']:.1f} | "
+                         f"{result['best_final']:.1f} | {finals[len(finals) // 2]:.1f} |")
     return head + "\n".join(lines) + "\n"
 
 
@@ -238,11 +256,12 @@ def main() -> int:
     rows = []
     for seed in range(args.repeats):
         work = Path(tempfile.mkdtemp(prefix="tune_pbt_"))
-        ours = run_ours(args, seed, work / "ours")
-        theirs = run_tune(args, seed, ours["settings"], work / "tune")
-        rows.append({"seed": seed, "ours": ours, "tune": theirs, "ray": ray.__version__})
-        print(f"seed {seed}: ours {ours['seconds']:.1f} s best {ours['best_final']:.1f}; "
-              f"Tune {theirs['seconds']:.1f} s best {theirs['best_final']:.1f}", flush=True)
+        row = {"seed": seed, "ray": ray.__version__, "ours": run_ours(args, seed, work / "ours")}
+        for side, reuse in MODES.items():
+            row[side] = run_tune(args, seed, row["ours"]["settings"], work / side, reuse)
+        rows.append(row)
+        print(", ".join(f"{side} {row[side]['seconds']:.1f} s best {row[side]['best_final']:.1f}"
+                        for side in ("ours", *MODES)), flush=True)
     text = markdown(rows, args)
     print(text)
     if not args.no_write:
