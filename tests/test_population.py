@@ -24,7 +24,7 @@ from jaxrl_sys.runtime.checkpoint import Checkpointer
 from jaxrl_sys.runtime.execution import copy_agent_rows, place_rows, placement_fns
 from jaxrl_sys.runtime.sweep_results import SettingResult
 
-from test_sweeps import PPO_SMALL, train_script
+from test_sweeps import PPO_SMALL, stopped_and_resumed, train_script
 
 TRAIN = Path(__file__).resolve().parent.parent / "scripts" / "train.py"
 SMALL_PBT = dict(PPO_SMALL, chunks=4, checkpoint_every=1, pbt=True, pbt_interval=2,
@@ -170,22 +170,8 @@ def test_halving_keeps_the_best_and_gives_them_the_steps_of_the_rest(tmp_path, m
     text = (whole.run_dir / "sweep.md").read_text()
     assert text.splitlines()[2].startswith("| 1 |") and f"{4 * chunk_steps:,}" in text
 
-    saves = {"n": 0}
-    real_save = sweeps.save_outcome
-
-    def stop_after_the_first_rung(run_dir, data):
-        real_save(run_dir, data)
-        saves["n"] += 1
-        if saves["n"] == 2:  # chunk 2 recorded: the second rung's end, before its selection
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(sweeps, "save_outcome", stop_after_the_first_rung)
-    stopped = dataclasses.replace(spec, run_root=str(tmp_path / "stopped"))
-    with pytest.raises(KeyboardInterrupt):
-        sweeps.sweep(stopped, agents.load, envs)
-    monkeypatch.setattr(sweeps, "save_outcome", real_save)
-    (run_dir,) = (tmp_path / "stopped").iterdir()
-    resumed = sweeps.sweep(stopped, agents.load, envs, resume=run_dir)
+    # stopped after chunk 2's records: the second rung's end, before its survivors are chosen
+    resumed = stopped_and_resumed(spec, tmp_path / "stopped", 2, monkeypatch)
     assert [r.returns for r in resumed.results] == [r.returns for r in whole.results]
 
 

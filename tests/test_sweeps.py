@@ -136,27 +136,33 @@ def test_dqn_and_sac_sweep_through_the_same_flags(tmp_path, capsys, agent, env, 
     assert all(np.isfinite(s["returns"][-1]).all() for s in saved["settings"])
 
 
+def stopped_and_resumed(spec: RunSpec, root: Path, saves: int,
+                        monkeypatch) -> sweeps.SweepOutcome:
+    """`spec` trained under `root` until its `saves`-th write of sweep.json (after a chunk's
+    records), stopped there as Ctrl-C stops it, then resumed to the end."""
+    count = {"n": 0}
+    real_save = sweeps.save_outcome
+
+    def stop_after(run_dir, data):
+        real_save(run_dir, data)
+        count["n"] += 1
+        if count["n"] == saves:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweeps, "save_outcome", stop_after)
+    stopped = dataclasses.replace(spec, run_root=str(root))
+    with pytest.raises(KeyboardInterrupt):
+        sweeps.sweep(stopped, agents.load, envs)
+    monkeypatch.setattr(sweeps, "save_outcome", real_save)
+    (run_dir,) = root.iterdir()
+    return sweeps.sweep(stopped, agents.load, envs, resume=run_dir)
+
+
 def test_a_stopped_sweep_resumes_to_the_table_of_an_uninterrupted_one(tmp_path, monkeypatch):
     spec = RunSpec(**dict(PPO_SMALL, chunks=4), run_root=str(tmp_path / "whole"),
                    checkpoint_every=1, sweep=("learning_rate=1e-3,5e-3",))
     whole = sweeps.sweep(spec, agents.load, envs)
-
-    saves = {"n": 0}
-    real_save = sweeps.save_outcome
-
-    def stop_after_two_chunks(run_dir, data):
-        real_save(run_dir, data)
-        saves["n"] += 1
-        if saves["n"] == 2:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(sweeps, "save_outcome", stop_after_two_chunks)
-    stopped = dataclasses.replace(spec, run_root=str(tmp_path / "stopped"))
-    with pytest.raises(KeyboardInterrupt):
-        sweeps.sweep(stopped, agents.load, envs)
-    monkeypatch.setattr(sweeps, "save_outcome", real_save)
-    (run_dir,) = (tmp_path / "stopped").iterdir()
-    resumed = sweeps.sweep(stopped, agents.load, envs, resume=run_dir)
+    resumed = stopped_and_resumed(spec, tmp_path / "stopped", 2, monkeypatch)
     assert [r.returns for r in resumed.results] == [r.returns for r in whole.results]
 
 
