@@ -23,8 +23,8 @@ TUNED: tuple[Tuned, ...] = (
           "3m: greedy win rate 0.76 (MAPPO), 0.82 (IPPO) over 4 seeds at 3M steps, short of "
           "0.95; 128-wide layers and an entropy bonus did not reach it either (results/marl.md)"),
     Tuned("jaxmarl:SMAX:2s3z", dict(_SMAX, total_steps=10_000_000),
-          "greedy win rate 1.00 (MAPPO) on seeds 0-1 at 10M steps, 1.00 from 2M on "
-          "(results/marl.md)"),
+          "greedy win rate 1.00 (MAPPO) on each of seeds 0-3 at 10M steps, 0.98-1.00 from "
+          "1.5M on (results/marl.md)"),
 )
 
 PROMISES: tuple[LearningPromise, ...] = (
