@@ -497,6 +497,13 @@ def _row_seeds(seeds: Sequence[int], members: Sequence[int]) -> np.ndarray:
     return np.tile(np.asarray(seeds), len(members))
 
 
+def _member_rows(positions: Sequence[int], num_seeds: int) -> np.ndarray:
+    """The rows of the members at `positions`, seed by seed (a member's seeds are adjacent)."""
+    positions = np.asarray(positions)
+    return (np.repeat(positions, num_seeds) * num_seeds
+            + np.tile(np.arange(num_seeds), len(positions)))
+
+
 def _row_settings(values: Sequence[dict], traced: Sequence[str],
                   num_seeds: int) -> dict[str, np.ndarray]:
     """Per-row traced values [members x seeds] of the members' values."""
@@ -588,8 +595,7 @@ def _pbt_step(pbt: Pbt, chunk: int, carry: Any, runner: Any, members: list[int],
         history = histories[members[position]]
         history.copied.append([chunk, members[source]])
         history.schedule.append([chunk + 1, dict(values[position])])
-    rows = (np.repeat(sources, num_seeds) * num_seeds
-            + np.tile(np.arange(num_seeds), len(members)))
+    rows = _member_rows(sources, num_seeds)
     runner.run_chunk.set_settings(_row_settings(values, group.traced, num_seeds))
     moved = int(np.sum(sources != np.arange(len(members))))
     if spec.progress:
@@ -641,8 +647,7 @@ def _train_halving(group: Group, plan: Plan, resolved: ResolvedRun, registry: En
                 continue
             if len(members) > count:  # the rung before has ended: keep its best
                 keep = survivors(_scores(members, results, carry, len(seeds)), halving.eta)
-                rows = np.concatenate([np.arange(i * len(seeds), (i + 1) * len(seeds))
-                                       for i in keep])
+                rows = _member_rows(keep, len(seeds))
                 members = [members[i] for i in keep]
                 runner = runner_for(members)
                 carry = jax.device_put(jax.tree.map(lambda x: np.asarray(x)[rows], carry),
