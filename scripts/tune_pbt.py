@@ -157,12 +157,13 @@ def run_tune(args: argparse.Namespace, seed: int, settings: list[dict], root: Pa
              reuse_actors: bool) -> dict:
     """Ray Tune's PBT over the same initial settings: wall seconds (from `ray.init`, in a
     process of its own so that it starts cold like ours) and the best final return."""
-    code = (f"import sys; sys.path.insert(0, {str(ROOT / 'scripts')!r}); import tune_pbt; "
-            f"tune_pbt.tune_main({args.env!r}, {seed}, {args.chunks}, {args.interval}, "
-            f"{args.total_steps!r}, {reuse_actors!r}, "
-            f"{json.dumps(settings)!r}, {str(root)!r})")
+    side = {"env_name": args.env, "seed": seed, "chunks": args.chunks,
+            "interval": args.interval, "total_steps": args.total_steps,
+            "reuse_actors": reuse_actors, "settings_json": json.dumps(settings),
+            "root": str(root)}
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, __file__, "--tune-side", json.dumps(side)],
+                          capture_output=True, text=True)
     seconds = time.perf_counter() - start
     if done.returncode:
         raise SystemExit(f"error: Tune: {done.stderr.strip()[-1500:]}")
@@ -247,7 +248,11 @@ def main() -> int:
     parser.add_argument("--total-steps", type=int, default=None,
                         help="env steps per member (default: the env's shipped PPO default)")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--tune-side", default=None, help=argparse.SUPPRESS)  # run_tune's child
     args = parser.parse_args()
+    if args.tune_side is not None:
+        tune_main(**json.loads(args.tune_side))
+        return 0
     try:
         import ray
     except ImportError:
