@@ -24,7 +24,7 @@ from jaxrl_sys.runtime.checkpoint import Checkpointer
 from jaxrl_sys.runtime.execution import copy_agent_rows, place_rows, placement_fns
 from jaxrl_sys.runtime.sweep_results import SettingResult
 
-from test_sweeps import PPO_SMALL, stopped_and_resumed, train_script
+from test_sweeps import PPO_SMALL, evaluate_script, stopped_and_resumed, train_script
 
 TRAIN = Path(__file__).resolve().parent.parent / "scripts" / "train.py"
 SMALL_PBT = dict(PPO_SMALL, chunks=4, checkpoint_every=1, pbt=True, pbt_interval=2,
@@ -156,7 +156,8 @@ def test_pbt_copies_the_whole_state_and_records_each_members_lineage(tmp_path):
     assert (run_dir / "sweep.png").is_file()
 
 
-def test_halving_keeps_the_best_and_gives_them_the_steps_of_the_rest(tmp_path, monkeypatch):
+def test_halving_keeps_the_best_and_gives_them_the_steps_of_the_rest(tmp_path, monkeypatch,
+                                                                     capsys):
     spec = RunSpec(**dict(PPO_SMALL, chunks=4), checkpoint_every=1, halving=2,
                    run_root=str(tmp_path / "whole"),
                    sweep=("learning_rate=1e-4,1e-3,3e-3,1e-2",))
@@ -169,6 +170,22 @@ def test_halving_keeps_the_best_and_gives_them_the_steps_of_the_rest(tmp_path, m
     assert {i for i, s in steps.items() if s > chunk_steps} == set(kept)
     text = (whole.run_dir / "sweep.md").read_text()
     assert text.splitlines()[2].startswith("| 1 |") and f"{4 * chunk_steps:,}" in text
+
+    # the last checkpoint holds the survivor alone: `--setting all` and `--setting N` find it,
+    # a setting dropped at a rung is one line, exit 2
+    (survivor,) = [i for i, s in steps.items() if s == 4 * chunk_steps]
+    capsys.readouterr()
+    assert evaluate_script.main([str(whole.run_dir), "--setting", "all", "--episodes", "4"]) == 0
+    listed = [line for line in capsys.readouterr().out.splitlines() if "  setting " in line]
+    assert len(listed) == 1 and f"setting {survivor} (checkpoint after chunk 3)" in listed[0]
+    all_return = float(listed[0].split("return ")[1].split(" ")[0])
+    assert evaluate_script.main([str(whole.run_dir), "--setting", str(survivor),
+                                 "--episodes", "4"]) == 0
+    one = capsys.readouterr().out.splitlines()[-1]
+    assert one.startswith(f"return {all_return:.1f} ")
+    dropped = min(i for i, s in steps.items() if s == chunk_steps)
+    assert evaluate_script.main([str(whole.run_dir), "--setting", str(dropped)]) == 2
+    assert "dropped at a halving rung" in capsys.readouterr().err
 
     # stopped after chunk 2's records: the second rung's end, before its survivors are chosen
     resumed = stopped_and_resumed(spec, tmp_path / "stopped", 2, monkeypatch)

@@ -4,7 +4,9 @@ Rebuilds the run's agent from the flags it was started with, restores its latest
 (or `--chunk N`), plays greedy episodes for every seed of the run, on device (or in worker
 processes through the host loop for `gymnasium:` envs), and prints the mean +- std of the
 return and the length. `--render out.gif` also draws one greedy episode of the first seed
-(gymnax classic-control envs, Gymnasium envs that render, Brax, JaxMARL's MPE and SMAX). Bad input: one line, exit 2.
+(gymnax classic-control envs, Gymnasium envs that render, Brax, JaxMARL's MPE and SMAX). A
+sweep's setting is picked with `--setting N`; `--setting all` ranks every setting of the latest
+checkpoints (a PBT population's members, a halving run's survivors). Bad input: one line, exit 2.
 """
 
 from __future__ import annotations
@@ -22,11 +24,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--episodes", type=int, default=32, help="greedy episodes per seed")
     p.add_argument("--chunk", type=int, default=None, help="checkpoint to load (default: latest)")
     p.add_argument("--seed", type=int, default=0, help="seed of the evaluation episodes")
-    p.add_argument("--setting", type=int, default=None,
-                   help="a sweep's setting (its index in sweep.md) to evaluate")
+    p.add_argument("--setting", type=setting_choice, default=None,
+                   help="a sweep's setting (its index in sweep.md) to evaluate, or `all`: every "
+                        "setting in the latest checkpoints, ranked")
     p.add_argument("--render", default=None, metavar="OUT.gif",
                    help="also write one greedy episode of the first seed as an animated GIF")
     return p
+
+
+def setting_choice(text: str) -> "int | str":
+    """`--setting`'s value: an index, or `all`."""
+    if text == "all":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an index or `all`, got {text!r}") from None
 
 
 def evaluate_run(args: argparse.Namespace) -> int:
@@ -44,6 +57,10 @@ def evaluate_run(args: argparse.Namespace) -> int:
     if is_sweep != (args.setting is not None):
         raise UsageError(f"{args.run_dir} is a sweep: pick a setting with --setting N (see its "
                          "sweep.md)" if is_sweep else "--setting is for sweeps only")
+    if args.setting == "all":
+        if args.render is not None:
+            raise UsageError("--render draws one setting: pick it with --setting N")
+        return evaluate_settings(args)
     if is_sweep:
         saved = sweeps.open_setting(args.run_dir, args.setting, agents.load, envs)
     else:
@@ -77,6 +94,44 @@ def evaluate_run(args: argparse.Namespace) -> int:
         frames = render_episode(eval_env, policy, first, key, renderer)
         write_gif(frames, args.render)
         print(f"wrote {args.render} ({len(frames)} frames)")
+    return 0
+
+
+def evaluate_settings(args: argparse.Namespace) -> int:
+    """`--setting all`: the greedy return of every setting in its group's checkpoint, one
+    compiled call per group (a PBT population, a halving run's survivors), best first."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from jaxrl_sys import agents
+    from jaxrl_sys import envs
+    from jaxrl_sys.core.evaluation import evaluate
+    from jaxrl_sys.runtime import sweeps
+
+    rows = []
+    for group in sweeps.open_groups(args.run_dir, agents.load, envs):
+        members, carry, record = group.restore(args.chunk)
+        eval_env = group.resolved.make_eval_env(envs)
+        policy = group.resolved.module.greedy_action(group.agent)
+        episode_ids = jnp.arange(args.episodes)
+
+        @jax.jit
+        def run_episodes(agent_states, key):
+            one_row = lambda state: evaluate(eval_env, policy, state, key, episode_ids)  # noqa: E731
+            return jax.vmap(one_row)(agent_states)
+
+        returns, _ = jax.device_get(run_episodes(carry.agent_state, jax.random.PRNGKey(args.seed)))
+        returns = np.asarray(returns).reshape(len(members), -1)
+        rows += [(m, int(record["chunk"]), r) for m, r in zip(members, returns)]
+    if not rows:
+        raise UsageError(f"{args.run_dir}: no setting has been trained yet")
+    spec = group.resolved.spec
+    print(f"{spec.agent} on {group.resolved.env_name}, {args.episodes} greedy episodes x "
+          f"{spec.seeds} seed(s) per setting, best first:")
+    for setting, chunk, r in sorted(rows, key=lambda row: -row[2].mean()):
+        print(f"  setting {setting} (checkpoint after chunk {chunk}): return {r.mean():.2f} "
+              f"+- {r.std():.2f}")
     return 0
 
 
