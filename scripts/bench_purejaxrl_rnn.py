@@ -4,7 +4,8 @@ Both train CartPole-v1 with PureJaxRL's `ppo_rnn.py` config (4 envs x 128 steps,
 4 minibatches, lr 2.5e-4 annealed, gamma 0.99, lambda 0.95, clip 0.2, entropy 0.01, value 0.5,
 grad norm 0.5; Dense 128 relu -> GRU 128 -> actor and critic Dense 128 each), in one process
 under the same XLA:CPU flags as train.py, alternately (ours, theirs, ours, theirs, ...) for
-`--repeats` rounds. Theirs is the vendored `make_train` (scripts/purejaxrl_ppo_rnn.py); ours is
+`--repeats` rounds. Theirs is `make_train` from `purejaxrl/ppo_rnn.py` of the user's PureJaxRL
+checkout (`--purejaxrl PATH`; see below); ours is
 `ppo.make(envs.make("CartPole-v1"), config)` placed on one device as scripts/bench.py does
 (`runtime.execution.place`), the whole budget in one compiled call. Each is compiled once
 first (`lower(...).compile()`), so a timed run is a whole training run without compilation:
@@ -20,7 +21,18 @@ each run's final training return (the mean return of the episodes that ended in 
 last 10 iterations), so both are seen to learn. The 1-minute load average before and after
 is printed above the table: other work on the machine slows both sides' wall-clock rates.
 
-    python scripts/bench_purejaxrl_rnn.py --repeats 5
+PureJaxRL's code is not copied here: `--purejaxrl PATH` is a checkout of it
+(`git clone https://github.com/luchris429/purejaxrl`; commit 31756b1 when docs/benchmarks.md's
+table was made; its ppo_rnn.py needs `distrax`, `pip install distrax`). Its `purejaxrl/ppo_rnn.py`
+and `purejaxrl/wrappers.py` are loaded unchanged with importlib. They were written for gymnax
+0.0.x and flax < 0.7.1, so two names in the loaded module are bound to adapters of ours:
+`gymnax` to one whose `make` hands back the gymnax 1.x env behind the old 5-tuple step (done =
+terminated or truncated, which is what their `done` meant), and `nn` to flax.linen with a
+`GRUCell` taking the old call forms (width from the default 128 that ppo_rnn.py hard-codes, the
+static `initialize_carry(key, batch_dims, size)`). wrappers.py imports brax and navix at its top
+for wrappers ppo_rnn.py does not use; empty stand-ins take their place while it loads.
+
+    python scripts/bench_purejaxrl_rnn.py --purejaxrl ~/src/purejaxrl --repeats 5
     python scripts/bench_purejaxrl_rnn.py --repeats 1 --total-steps 50000 --memory lstm
 """
 
@@ -28,11 +40,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import os
 import statistics
 import sys
 import time
+import types
 from pathlib import Path
+from typing import Any
 
 LAST_ITERATIONS = 10  # the final training return: episodes that ended in these iterations
 
@@ -80,28 +95,133 @@ def build_ours(total_steps: int, memory: str):
     return train, config.num_iterations * config.steps_per_iteration
 
 
-def vendored_purejaxrl():
-    """The vendored PureJaxRL module beside this script, loaded from its file (scripts/ is not
-    a package, and the script leaves sys.path alone)."""
-    import importlib.util
+GET_PUREJAXRL = "git clone https://github.com/luchris429/purejaxrl"
+# purejaxrl/ppo_rnn.py's `__main__` config (DEBUG off: no per-episode prints)
+PUREJAXRL_CONFIG = {
+    "LR": 2.5e-4, "NUM_ENVS": 4, "NUM_STEPS": 128, "TOTAL_TIMESTEPS": 5e5, "UPDATE_EPOCHS": 4,
+    "NUM_MINIBATCHES": 4, "GAMMA": 0.99, "GAE_LAMBDA": 0.95, "CLIP_EPS": 0.2, "ENT_COEF": 0.01,
+    "VF_COEF": 0.5, "MAX_GRAD_NORM": 0.5, "ENV_NAME": "CartPole-v1", "ANNEAL_LR": True,
+    "DEBUG": False,
+}
+PUREJAXRL_GRU_WIDTH = 128  # ppo_rnn.py's `ScannedRNN.initialize_carry(NUM_ENVS, 128)`
+# wrappers.py imports these at its top for its Brax and navix wrappers, unused by ppo_rnn.py
+STAND_INS = ("brax", "brax.envs", "brax.envs.wrappers", "brax.envs.wrappers.training", "navix")
 
-    path = Path(__file__).resolve().with_name("purejaxrl_ppo_rnn.py")
-    spec = importlib.util.spec_from_file_location("purejaxrl_ppo_rnn", path)
+
+class UsageError(Exception):
+    """Bad input, reported as one line and exit status 2."""
+
+
+def purejaxrl_folder(checkout: Path | None) -> Path:
+    """The `purejaxrl/` folder holding ppo_rnn.py and wrappers.py, given a checkout's root (or
+    that folder itself)."""
+    if checkout is None:
+        raise UsageError(f"PureJaxRL's side needs --purejaxrl PATH, a checkout of it "
+                         f"({GET_PUREJAXRL}); --memory lstm runs ours only")
+    for folder in (checkout / "purejaxrl", checkout):
+        if (folder / "ppo_rnn.py").is_file() and (folder / "wrappers.py").is_file():
+            return folder
+    raise UsageError(f"--purejaxrl {checkout}: no purejaxrl/ppo_rnn.py and wrappers.py there "
+                     f"(get a checkout with `{GET_PUREJAXRL}`)")
+
+
+class FiveTupleStep:
+    """A gymnax 1.x env seen through gymnax 0.0.x's step, the one PureJaxRL's wrappers unpack:
+    (obs, state, reward, done, info), done = terminated or truncated."""
+
+    def __init__(self, env: Any):
+        self._env = env
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._env, name)
+
+    def step(self, key: Any, state: Any, action: Any, params: Any = None) -> tuple:
+        """gymnax 1.x's step (auto-reset included) with its two end flags folded into one."""
+        import jax.numpy as jnp
+
+        obs, state, reward, terminated, truncated, info = self._env.step(key, state, action,
+                                                                         params)
+        return obs, state, reward, jnp.logical_or(terminated, truncated), info
+
+
+def gymnax_adapter() -> types.SimpleNamespace:
+    """What ppo_rnn.py's global `gymnax` is used for (`gymnax.make`), giving FiveTupleStep envs."""
+    import gymnax
+
+    def make(name: str, **kwargs: Any) -> tuple[FiveTupleStep, Any]:
+        env, params = gymnax.make(name, **kwargs)
+        return FiveTupleStep(env), params
+
+    return types.SimpleNamespace(make=make)
+
+
+def flax_linen_adapter() -> types.ModuleType:
+    """flax.linen with a `GRUCell` taking flax < 0.7.1's call forms: `GRUCell()` (the width as
+    a default) and the static `GRUCell.initialize_carry(key, batch_dims, size)`."""
+    import flax.linen as nn
+
+    class GRUCell(nn.GRUCell):
+        """flax's GRUCell, its width defaulting to ppo_rnn.py's 128."""
+
+        features: int = PUREJAXRL_GRU_WIDTH
+
+        @staticmethod
+        def initialize_carry(key: Any, batch_dims: tuple[int, ...], size: int) -> Any:
+            """The zero carry of a cell of width `size` for inputs of `batch_dims`."""
+            return nn.GRUCell(features=size, parent=None).initialize_carry(
+                key, (*batch_dims, size))
+
+    linen = types.ModuleType("flax.linen")
+    linen.__dict__.update({k: v for k, v in vars(nn).items() if not k.startswith("__")})
+    linen.GRUCell = GRUCell
+    return linen
+
+
+def load_file(name: str, path: Path) -> types.ModuleType:
+    """The Python file at `path` executed as module `name`; a missing import is a UsageError."""
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except ImportError as e:
+        raise UsageError(f"{path}: {e} (PureJaxRL's ppo_rnn.py needs distrax, gymnax, flax, "
+                         "optax and chex)") from e
     return module
 
 
-def build_theirs(total_steps: int):
-    """PureJaxRL's `make_train` for the same budget, compiled here; the same kind of function
-    as `build_ours`."""
+def load_purejaxrl(checkout: Path | None) -> types.ModuleType:
+    """PureJaxRL's ppo_rnn.py as a module, loaded from the checkout (its `from wrappers import
+    ...` finds the checkout's wrappers.py), its `gymnax` and `nn` bound to our adapters."""
+    folder = purejaxrl_folder(checkout)
+    saved = {name: sys.modules.get(name) for name in (*STAND_INS, "wrappers")}
+    try:
+        for name in STAND_INS:
+            sys.modules[name] = types.ModuleType(name)
+        sys.modules["brax"].envs = sys.modules["brax.envs"]
+        training = sys.modules["brax.envs.wrappers.training"]
+        training.EpisodeWrapper = training.AutoResetWrapper = object
+        wrappers = load_file("wrappers", folder / "wrappers.py")
+        sys.modules["wrappers"] = wrappers  # ppo_rnn.py: `from wrappers import ...`
+        ppo_rnn = load_file("purejaxrl_ppo_rnn", folder / "ppo_rnn.py")
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+    ppo_rnn.gymnax = gymnax_adapter()
+    ppo_rnn.nn = flax_linen_adapter()
+    return ppo_rnn
+
+
+def build_theirs(total_steps: int, ppo_rnn: types.ModuleType):
+    """PureJaxRL's `make_train` (from `load_purejaxrl`) for the same budget, compiled here; the
+    same kind of function as `build_ours`."""
     import jax
     import numpy as np
 
-    purejaxrl_ppo_rnn = vendored_purejaxrl()
-
-    config = dict(purejaxrl_ppo_rnn.CONFIG, TOTAL_TIMESTEPS=total_steps)
-    train_fn = jax.jit(purejaxrl_ppo_rnn.make_train(config))
+    config = dict(PUREJAXRL_CONFIG, TOTAL_TIMESTEPS=total_steps)
+    train_fn = jax.jit(ppo_rnn.make_train(config))
     compiled = train_fn.lower(jax.random.PRNGKey(0)).compile()
     steps = int(config["NUM_UPDATES"]) * config["NUM_STEPS"] * config["NUM_ENVS"]
 
@@ -121,9 +241,17 @@ def main() -> int:
                         help="env steps per run (rounded down to whole iterations of 512)")
     parser.add_argument("--memory", choices=("gru", "lstm"), default="gru",
                         help="our recurrent core; PureJaxRL's is a GRU, so lstm runs ours only")
+    parser.add_argument("--purejaxrl", type=Path, metavar="PATH",
+                        help=f"a checkout of PureJaxRL ({GET_PUREJAXRL}); needed unless "
+                             "--memory lstm")
     args = parser.parse_args()
     if args.repeats < 1 or args.total_steps < 512:
         print("error: --repeats must be >= 1 and --total-steps >= 512", file=sys.stderr)
+        return 2
+    try:
+        ppo_rnn = load_purejaxrl(args.purejaxrl) if args.memory == "gru" else None
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     total_steps = args.total_steps // 512 * 512  # whole iterations, the same on both sides
 
@@ -136,7 +264,7 @@ def main() -> int:
     ours_name, theirs_name = f"jaxrl_sys ppo, memory={args.memory}", "PureJaxRL ppo_rnn.py"
     sides = {ours_name: build_ours(total_steps, args.memory)}
     if args.memory == "gru":
-        sides[theirs_name] = build_theirs(total_steps)
+        sides[theirs_name] = build_theirs(total_steps, ppo_rnn)
     print(f"# compiled; {describe()}, jax {jax.__version__}, {time.strftime('%Y-%m-%d %H:%M')}, "
           f"load {load_before[0]:.2f}", file=sys.stderr, flush=True)
 
