@@ -1,26 +1,27 @@
 """scripts/evaluate.py and scripts/plot.py on a short training's run directory;
-scripts/pendulum_optimum.py on a coarse grid."""
+benchmarks/pendulum_optimum.py on a coarse grid; benchmarks/bench_purejaxrl_rnn.py's refusals."""
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
 import re
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
-SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+ROOT = Path(__file__).resolve().parent.parent
+BENCHMARKS = ROOT / "benchmarks"
 
 
 def _load(name: str):
-    """A command module (jaxrl_sys.commands) or a repository script by name."""
-    if (Path(__file__).resolve().parent.parent / "jaxrl_sys" / "commands" / f"{name}.py").is_file():
+    """A command module (jaxrl_sys.commands) or a measuring script of benchmarks/ by name."""
+    if (ROOT / "jaxrl_sys" / "commands" / f"{name}.py").is_file():
         return importlib.import_module(f"jaxrl_sys.commands.{name}")
-    spec = importlib.util.spec_from_file_location(f"{name}_script",
-                                                  Path(__file__).resolve().parent.parent / "scripts" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"{name}_script", BENCHMARKS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while it loads
     spec.loader.exec_module(module)
@@ -125,3 +126,17 @@ def test_pendulum_optimum_refuses_a_bad_grid_in_one_line(capsys):
     assert pendulum_optimum.main(["--grid", "7x3"]) == 2
     assert capsys.readouterr().err.strip() == \
         "pendulum_optimum.py: --grid '7x3': at least 8 points per axis"
+
+
+@pytest.mark.parametrize("argv, says", [
+    ([], "needs --purejaxrl PATH"),
+    (["--purejaxrl", "/nonexistent/purejaxrl"], "no purejaxrl/ppo_rnn.py and wrappers.py there"),
+])
+def test_purejaxrl_side_by_side_says_how_to_get_a_checkout_in_one_line(argv, says):
+    """PureJaxRL's code is the user's checkout, never a copy here: without one, one line that
+    says how to get it, exit 2."""
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "bench_purejaxrl_rnn.py"), *argv],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert says in line and "git clone https://github.com/luchris429/purejaxrl" in line

@@ -1,6 +1,6 @@
 """Host-loop throughput: PPO and IMPALA through the host loop beside raw AsyncVectorEnv stepping.
 
-`python scripts/bench_host.py` (or `scripts/bench.py --sections host`). Both sides use the same
+`python benchmarks/bench_host.py` (or `benchmarks/bench.py --sections host`). Both sides use the same
 number of worker processes (Gymnasium AsyncVectorEnv, spawn, shared memory, SAME_STEP
 autoreset); the raw side steps one vector of them with random actions and nothing else; the
 agents run with 1 and 2 actor threads (each thread its own vector of num_envs / threads

@@ -1,6 +1,6 @@
 """Atari frames/s on both host-loop backends: Gymnasium ALE worker processes and envpool threads.
 
-`python scripts/bench_atari.py` (or `scripts/bench.py --sections atari`). For one game, side
+`python benchmarks/bench_atari.py` (or `benchmarks/bench.py --sections atari`). For one game, side
 by side in one run and alternating: raw stepping with random actions and PPO training with the
 shipped Atari defaults (8 envs x 128 steps, Nature torso; compile and start-up excluded), on
 `gymnasium:ALE/<game>-v5` and on `envpool:<game>-v5`. Frames are agent steps x 4 (frame

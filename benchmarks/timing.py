@@ -1,4 +1,4 @@
-"""Timing for scripts/bench*.py: medians of repeated calls, compilation left out."""
+"""Timing for benchmarks/bench*.py: medians of repeated calls, compilation left out."""
 
 from __future__ import annotations
 

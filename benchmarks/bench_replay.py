@@ -1,4 +1,4 @@
-"""Replay throughput: `python scripts/bench_replay.py` (or `replay_throughput()` from bench.py).
+"""Replay throughput: `python benchmarks/bench_replay.py` (or `replay_throughput()` from bench.py).
 
 Times a jitted `lax.scan` of add-one-row + sample-a-batch steps on a prefilled buffer of
 num_envs * capacity items (1M by default), for uniform and prioritised replay; each figure
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from jaxrl_sys.tools.timing import median_seconds
+from timing import median_seconds
 
 
 def _example_transition() -> dict:

@@ -1,5 +1,5 @@
 """An agent's training throughput at two commits, measured alternately on this machine:
-`python scripts/bench_commits.py --baseline REV`.
+`python benchmarks/bench_commits.py --baseline REV`.
 
 Each measurement is a fresh process that imports jaxrl_sys from one tree (the baseline
 commit exported to a temporary directory, or this working tree), builds the agent with that

@@ -1,4 +1,4 @@
-"""The same PBT with `train.py --pbt` and with Ray Tune: `python scripts/tune_pbt.py`.
+"""The same PBT with `train.py --pbt` and with Ray Tune: `python benchmarks/tune_pbt.py`.
 
 Both sides train PPO (this project's agent, its shipped defaults for the env) with the same
 16 initial settings (the sweep's draws of the same ranges and seed), the same rules (Tune's
@@ -216,7 +216,7 @@ def markdown(rows: list[dict], args: argparse.Namespace) -> str:
     trainables, as RLlib's), Tune with actors reused (`reset_config`: no compiling again)."""
     ranges = ", ".join(f"{k} {s}:{lo:g}:{hi:g}" for k, (s, lo, hi) in RANGES.items())
     head = (f"# PBT: `train.py --pbt` beside Ray Tune's PopulationBasedTraining\n\n"
-            f"Made by `python scripts/tune_pbt.py --env {args.env} --chunks {args.chunks} "
+            f"Made by `python benchmarks/tune_pbt.py --env {args.env} --chunks {args.chunks} "
             f"--interval {args.interval} --repeats {args.repeats}` on "
             f"{time.strftime('%Y-%m-%d %H:%M')}: {platform.processor() or platform.machine()}, "
             f"{os.cpu_count()} cores; ray {rows[0]['ray']}. PPO on {args.env} (shipped "

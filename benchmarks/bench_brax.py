@@ -1,4 +1,4 @@
-"""Our PPO/SAC against Brax's own trainers on one Brax task: `python scripts/bench_brax.py`.
+"""Our PPO/SAC against Brax's own trainers on one Brax task: `python benchmarks/bench_brax.py`.
 
 Side by side in one run, on the same env (task, backend, episode bound of 1000), number of
 envs, env steps and hyper-parameters (ours are the task's shipped defaults; Brax's trainer
@@ -13,8 +13,8 @@ the whole run (compilation, the prefill, our final checkpoint and Brax's own eva
 included); and the return of a deterministic policy over 16 episodes, run by the same
 evaluator (jaxrl_sys.evaluation on our Brax adapter) for both.
 
-    python scripts/bench_brax.py --env inverted_pendulum --agents ppo
-    python scripts/bench_brax.py --env hopper --agents ppo,sac --steps 1000000
+    python benchmarks/bench_brax.py --env inverted_pendulum --agents ppo
+    python benchmarks/bench_brax.py --env hopper --agents ppo,sac --steps 1000000
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-SCRIPTS = Path(__file__).resolve().parent
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 EVAL_RETURN = re.compile(r"^return ([-\d.]+) \+- ([\d.]+)", re.MULTILINE)
 EVAL_EPISODES = 16
 

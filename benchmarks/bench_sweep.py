@@ -1,4 +1,4 @@
-"""A sweep against the same settings as separate runs, end to end: `python scripts/bench_sweep.py`.
+"""A sweep against the same settings as separate runs, end to end: `python benchmarks/bench_sweep.py`.
 
 Times (wall clock, process start to exit) 16 `train.py` commands, one per setting of PPO on
 CartPole-v1 (4 learning rates x 4 entropy coefficients, 4 seeds each), against one
@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-TRAIN = str(Path(__file__).with_name("train.py"))
+TRAIN = str(Path(__file__).resolve().parents[1] / "scripts" / "train.py")
 LEARNING_RATES = ("1e-3", "2.5e-3", "5e-3", "1e-2")
 ENT_COEFS = ("0", "0.003", "0.01", "0.03")
 FINAL = re.compile(r"final mean return [-\d.na]+ \[([^\]]*)\]")

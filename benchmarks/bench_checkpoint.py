@@ -1,4 +1,4 @@
-"""Checkpoint save/restore time and size: `python scripts/bench_checkpoint.py`.
+"""Checkpoint save/restore time and size: `python benchmarks/bench_checkpoint.py`.
 
 For each agent's default config (one seed, one device): the run's whole carry as train.py
 saves it after a chunk, with and without replay where the agent has one, after training long

@@ -1,6 +1,6 @@
 """The best mean return any policy can get on gymnax's Pendulum-v1, by dynamic programming.
 
-`python scripts/pendulum_optimum.py [--grid 720x641] [--torques 41] [--starts 4096]`
+`python benchmarks/pendulum_optimum.py [--grid 720x641] [--torques 41] [--starts 4096]`
 
 Pendulum's state is two numbers (angle, speed), so its 200-step optimal control can be
 solved on a grid: backward value iteration with gymnax's own `step_env` and bilinear

@@ -1,11 +1,11 @@
-"""Our multi-agent agents beside JaxMARL's own baselines: `python scripts/bench_jaxmarl.py`.
+"""Our multi-agent agents beside JaxMARL's own baselines: `python benchmarks/bench_jaxmarl.py`.
 
 Two pairs on `MPE_simple_spread_v3` (3 agents, 25-step episodes), each trained with the config
 of JaxMARL's script on both sides, in one process under the same XLA:CPU flags as train.py,
 alternately (ours, theirs, ours, theirs, ...) for `--repeats` rounds; round i trains seed i on
 both sides. Each side is compiled once first (`lower(...).compile()`), so a timed run is one
 whole training run of the budget without compilation: ours `runner.init` + one `run_chunk`
-(`runtime.execution.place` on one device, as scripts/bench.py does), theirs one call of their
+(`runtime.execution.place` on one device, as benchmarks/bench.py does), theirs one call of their
 `make_train(config)` jitted (which also initialises).
 
 - `ippo`: ours `ippo` (`jaxrl_sys.agents.mappo.ippo`, MAPPO with `critic="local"`) beside
@@ -56,8 +56,8 @@ writes it with the machine, date and budget to results/jaxmarl_side_by_side.md, 
 to results/jaxmarl_side_by_side.json. Env steps are steps of the vectorised team env (one step
 of all 3 agents), counted alike on both sides (JaxMARL's TOTAL_TIMESTEPS counts the same).
 
-    python scripts/bench_jaxmarl.py                           # both pairs, 3 rounds, 1M steps
-    python scripts/bench_jaxmarl.py --pairs ippo --repeats 1 --ippo-steps 204800 --no-write
+    python benchmarks/bench_jaxmarl.py                           # both pairs, 3 rounds, 1M steps
+    python benchmarks/bench_jaxmarl.py --pairs ippo --repeats 1 --ippo-steps 204800 --no-write
 """
 
 from __future__ import annotations
@@ -330,7 +330,7 @@ def main() -> int:
                for p in args.pairs]
     load_after = os.getloadavg()[0]
 
-    command = " ".join(["python scripts/bench_jaxmarl.py", *sys.argv[1:]])
+    command = " ".join(["python benchmarks/bench_jaxmarl.py", *sys.argv[1:]])
     header = (f"# jaxrl_sys beside JaxMARL's baselines on MPE simple_spread (3 agents)\n\n"
               f"Made by `{command}` on {started}: {machine}; {describe()}; jax "
               f"{jax.__version__}, jaxmarl {importlib.metadata.version('jaxmarl')}; "
@@ -341,7 +341,7 @@ def main() -> int:
               "episode return (the sum of the agents' rewards), mean over the last 5% of "
               "iterations; JaxMARL's logged MPE return is already this (each agent's return "
               "times 3, averaged over agents). Configs and the two deliberate differences: "
-              "the docstring of scripts/bench_jaxmarl.py.\n")
+              "the docstring of benchmarks/bench_jaxmarl.py.\n")
     text = header + "\n" + "\n\n".join(table(r) for r in results) + "\n"
     print(text)
     if not args.no_write:

@@ -1,4 +1,4 @@
-"""Our recurrent PPO beside PureJaxRL's ppo_rnn.py: `python scripts/bench_purejaxrl_rnn.py`.
+"""Our recurrent PPO beside PureJaxRL's ppo_rnn.py: `python benchmarks/bench_purejaxrl_rnn.py`.
 
 Both train CartPole-v1 with PureJaxRL's `ppo_rnn.py` config (4 envs x 128 steps, 4 epochs of
 4 minibatches, lr 2.5e-4 annealed, gamma 0.99, lambda 0.95, clip 0.2, entropy 0.01, value 0.5,
@@ -6,7 +6,7 @@ grad norm 0.5; Dense 128 relu -> GRU 128 -> actor and critic Dense 128 each), in
 under the same XLA:CPU flags as train.py, alternately (ours, theirs, ours, theirs, ...) for
 `--repeats` rounds. Theirs is `make_train` from `purejaxrl/ppo_rnn.py` of the user's PureJaxRL
 checkout (`--purejaxrl PATH`; see below); ours is
-`ppo.make(envs.make("CartPole-v1"), config)` placed on one device as scripts/bench.py does
+`ppo.make(envs.make("CartPole-v1"), config)` placed on one device as benchmarks/bench.py does
 (`runtime.execution.place`), the whole budget in one compiled call. Each is compiled once
 first (`lower(...).compile()`), so a timed run is a whole training run without compilation:
 ours `runner.init` + one `run_chunk`, theirs one `train(rng)` (which also initialises).
@@ -32,8 +32,8 @@ terminated or truncated, which is what their `done` meant), and `nn` to flax.lin
 static `initialize_carry(key, batch_dims, size)`). wrappers.py imports brax and navix at its top
 for wrappers ppo_rnn.py does not use; empty stand-ins take their place while it loads.
 
-    python scripts/bench_purejaxrl_rnn.py --purejaxrl ~/src/purejaxrl --repeats 5
-    python scripts/bench_purejaxrl_rnn.py --repeats 1 --total-steps 50000 --memory lstm
+    python benchmarks/bench_purejaxrl_rnn.py --purejaxrl ~/src/purejaxrl --repeats 5
+    python benchmarks/bench_purejaxrl_rnn.py --repeats 1 --total-steps 50000 --memory lstm
 """
 
 from __future__ import annotations

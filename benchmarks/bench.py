@@ -1,4 +1,4 @@
-"""Throughput benchmarks, printed as Markdown tables: `python scripts/bench.py`.
+"""Throughput benchmarks, printed as Markdown tables: `python benchmarks/bench.py`.
 
 PPO env-steps/s (acting and learning) beside raw env stepping (random actions, no agent)
 at the same env counts, measured in one run; DQN/SAC/MuZero training rates; MuZero search
@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from jaxrl_sys.tools.timing import median_seconds
+from timing import median_seconds
 
 
 def raw_env_steps_per_second(env_name: str, num_envs: int, steps: int, repeats: int) -> float:
@@ -201,7 +201,7 @@ def main() -> int:
                              "atari, checkpoint, sweep")
     parser.add_argument("--baseline", default=None, metavar="REV",
                         help="also time MuZero on Breakout-MinAtar at commit REV and at this "
-                             "tree, alternately (scripts/bench_commits.py)")
+                             "tree, alternately (benchmarks/bench_commits.py)")
     parser.add_argument("--minatar-sizes", default="64,1024",
                         help="env counts of the PPO Breakout-MinAtar rows (64: the default)")
     args = parser.parse_args()
