@@ -1,8 +1,12 @@
-"""POPGym memory tasks (`jaxrl_sys/envs/popgym.py`, `<Task><Level>-popgym`): shapes and specs,
-episodes that end by termination at their length, what a perfect policy earns, the observation
-of StatelessCartPole against gymnax's CartPole-v1, and same key -> same episode as popjym's own
-code (kept verbatim below as the reference, since popjym is not installable). Also: MemoryChain's
-`env.memory_length` below 1 is one line.
+"""POPGym memory tasks (`jaxrl_sys/envs/popgym.py`, `<Task><Level>-popgym`).
+
+Each task is checked by its rules: short episodes worked out by hand on a deal or a cart-pole
+state chosen here (observations, rewards, and the step on which the episode terminates or is
+truncated); the spec of every level; what a perfect policy earns over whole episodes;
+StatelessCartPole against gymnax's CartPole-v1; same key -> same episode. Then the `popgym`
+package itself (numpy, the paper's authors' code) plays the same deals and the same actions
+as ours, level by level, and must pay the same rewards and end on the same step. Also: bad
+level knobs, and MemoryChain's `env.memory_length` below 1, are one-line errors.
 """
 
 from __future__ import annotations
@@ -18,32 +22,73 @@ from jaxrl_sys import envs
 from jaxrl_sys.core.config import split_env_overrides
 from jaxrl_sys.envs import popgym, registry
 
-# name: (obs shape, number of actions, episode length)
-EASY = {
-    "RepeatFirstEasy-popgym": ((4,), 4, 52),
-    "RepeatPreviousEasy-popgym": ((4,), 4, 52),
-    "CountRecallEasy-popgym": ((4,), 27, 52),
+# name: (observation shape, number of actions, steps in a whole episode)
+LEVELS: dict[str, tuple[tuple[int, ...], int, int]] = {
+    "RepeatFirstEasy-popgym": ((4,), 4, 51),
+    "RepeatFirstMedium-popgym": ((4,), 4, 415),
+    "RepeatFirstHard-popgym": ((4,), 4, 831),
+    "RepeatPreviousEasy-popgym": ((4,), 4, 51),
+    "RepeatPreviousMedium-popgym": ((4,), 4, 103),
+    "RepeatPreviousHard-popgym": ((4,), 4, 155),
+    "CountRecallEasy-popgym": ((4,), 27, 51),
+    "CountRecallMedium-popgym": ((8,), 27, 103),
+    "CountRecallHard-popgym": ((26,), 17, 207),
     "StatelessCartPoleEasy-popgym": ((2,), 2, 200),
+    "StatelessCartPoleMedium-popgym": ((2,), 2, 400),
+    "StatelessCartPoleHard-popgym": ((2,), 2, 600),
 }
+CARD_LEVELS = [name for name in LEVELS if not name.startswith("StatelessCartPole")]
+CART_LEVELS = [name for name in LEVELS if name.startswith("StatelessCartPole")]
 
+# A policy: (key, observation, memory) -> (action, memory).
 Policy = Callable[[jax.Array, jax.Array, Any], tuple[jax.Array, Any]]
 
 
-def _gymnax(name: str, **params: Any) -> envs.GymnaxEnv:
-    """Our adapter of preset `name`, without episode statistics."""
-    return envs.make(name, episode_stats=False, **params)
+def _env(name: str, **params: Any) -> envs.GymnaxEnv:
+    """Our adapter of task `name` (gymnax auto-reset), without episode statistics."""
+    return envs.make(name, episode_stats=False, **params).unwrapped
+
+
+def _task(env: envs.GymnaxEnv) -> Any:
+    """The gymnax environment under our adapter (the task object with its knobs)."""
+    return env.gymnax_env
+
+
+def _one_hot(indices: list[int] | np.ndarray, size: int) -> np.ndarray:
+    """Rows of one-hot float32 vectors."""
+    return np.eye(size, dtype=np.float32)[np.asarray(indices)]
+
+
+def _deal(first: list[int], num_cards: int, kinds: int) -> np.ndarray:
+    """A deal whose first cards are `first`, the rest (unused by the hand-worked steps) cycling
+    through the kinds: int32 [num_cards]."""
+    rest = np.arange(num_cards - len(first)) % kinds
+    return np.concatenate([first, rest]).astype(np.int32)
+
+
+def _play(env: envs.GymnaxEnv, state: Any, actions: list[int]) -> dict[str, np.ndarray]:
+    """Step `env` from `state` with `actions`: per step the observation the step produced
+    (before any auto-reset), the reward and the two ends, as numpy arrays."""
+
+    def step(state, action):
+        _, state, reward, terminated, truncated, info = env.step(jax.random.PRNGKey(0), state,
+                                                                 action)
+        return state, (info["final_observation"], reward, terminated, truncated)
+
+    outs = jax.lax.scan(step, state, jnp.asarray(actions, jnp.int32))[1]
+    return dict(zip(("obs", "reward", "terminated", "truncated"), map(np.asarray, outs)))
 
 
 def _rollout(env: Any, key: jax.Array, steps: int, policy: Policy, memory: Any):
-    """`steps` steps of `env` (auto-reset) from a reset, acting `policy(key, obs, memory) ->
-    (action, memory)`; returns rewards, terminated, truncated, each [steps]."""
+    """`steps` steps from a reset with auto-reset, acting `policy`: per step the observation
+    shown to the policy, the reward, terminated and truncated (each [steps, ...])."""
 
     def step(carry, key):
         obs, state, memory = carry
-        k_act, k_step = jax.random.split(key)
-        action, memory = policy(k_act, obs, memory)
-        obs, state, reward, terminated, truncated, _ = env.step(k_step, state, action)
-        return (obs, state, memory), (reward, terminated, truncated)
+        key_act, key_step = jax.random.split(key)
+        action, memory = policy(key_act, obs, memory)
+        next_obs, state, reward, terminated, truncated, _ = env.step(key_step, state, action)
+        return (next_obs, state, memory), (obs, reward, terminated, truncated)
 
     obs, state = env.reset(key)
     return jax.lax.scan(step, (obs, state, memory), jax.random.split(key, steps))[1]
@@ -52,53 +97,66 @@ def _rollout(env: Any, key: jax.Array, steps: int, policy: Policy, memory: Any):
 _rollout = jax.jit(_rollout, static_argnums=(0, 2, 3))
 
 
-def _random(n: int) -> Policy:
-    """Uniformly random actions in 0..n-1; no memory."""
-    return lambda key, obs, memory: (jax.random.randint(key, (), 0, n), memory)
+def _random(num_actions: int) -> Policy:
+    """Uniform random actions; no memory."""
+    return lambda key, obs, memory: (jax.random.randint(key, (), 0, num_actions), memory)
 
 
-def _repeat_first(key, obs, memory):
-    """RepeatFirst's perfect policy: remember the first suit (memory: suit, step)."""
+# ------------------------------------------------------------------ perfect policies (memory)
+
+
+def _remember_first(key, obs, memory):
+    """RepeatFirst: keep the suit seen on the first step (memory: suit, step)."""
     first, t = memory
     first = jnp.where(t == 0, jnp.argmax(obs), first)
     return first, (first, t + 1)
 
 
-def _repeat_previous(k: int) -> Policy:
-    """RepeatPrevious's perfect policy: a ring of the last k suits (memory: ring [k], step)."""
+def _remember_last(k: int) -> Policy:
+    """RepeatPrevious: a ring of the last k suits seen, the one on show included (memory:
+    ring [k], step); the answer is the oldest of them."""
 
     def policy(key, obs, memory):
         ring, t = memory
-        action = ring[t % k]  # the suit shown k steps ago (any suit before step k)
-        return action, (ring.at[t % k].set(jnp.argmax(obs)), t + 1)
+        ring = ring.at[t % k].set(jnp.argmax(obs))
+        return ring[(t + 1) % k], (ring, t + 1)
 
     return policy
 
 
-def _count_recall(num_types: int) -> Policy:
-    """CountRecall's perfect policy: count the value cards seen (memory: counts [num_types])."""
+def _tally(num_types: int) -> Policy:
+    """CountRecall: count the value cards seen, the one on show included (memory: counts)."""
 
     def policy(key, obs, counts):
-        action = counts[jnp.argmax(obs[num_types:])]  # queried type's count before this card
-        return action, counts + obs[:num_types].astype(jnp.int32)
+        counts = counts + obs[:num_types].astype(jnp.int32)
+        return counts[jnp.argmax(obs[num_types:])], counts
 
     return policy
 
 
-# ------------------------------------------------------------------- registry, specs, shapes
+def _balance(key, obs, previous):
+    """StatelessCartPole: push toward the pole's fall, with the velocities taken from the
+    difference of two successive observations (memory: the previous observation; 0.02 s per
+    step)."""
+    velocity = (obs - previous) / 0.02
+    push = 0.1 * obs[0] + 0.2 * velocity[0] + obs[1] + 0.2 * velocity[1]
+    return (push > 0).astype(jnp.int32), obs
 
 
-def test_the_twelve_presets_are_registered():
-    assert set(registry.POPGYM_NAMES) == set(popgym.PRESETS) and len(popgym.PRESETS) == 12
-    assert set(popgym.PRESETS) <= set(envs.names())
+# ------------------------------------------------------------------ registry, specs, shapes
 
 
-@pytest.mark.parametrize("name", list(EASY))
-def test_easy_spec_and_shapes(name):
-    obs_shape, num_actions, length = EASY[name]
+def test_the_twelve_levels_are_registered():
+    assert set(popgym.PRESETS) == set(LEVELS) == set(registry.POPGYM_NAMES)
+    assert set(LEVELS) <= set(envs.names())
+
+
+@pytest.mark.parametrize("name", list(LEVELS))
+def test_spec_and_shapes(name):
+    obs_shape, num_actions, length = LEVELS[name]
     env = envs.make(name)
-    assert env.spec.obs_shape == obs_shape and env.spec.action_space.n == num_actions
-    assert env.spec.max_episode_steps == length and env.spec.name == name
+    assert env.spec.name == name and env.spec.obs_shape == obs_shape
+    assert env.spec.action_space.n == num_actions and env.spec.max_episode_steps == length
     keys = jax.random.split(jax.random.PRNGKey(0), 3)  # [B] envs, as the rollouts vmap them
     obs, state = jax.vmap(env.reset)(keys)
     assert obs.shape == (3, *obs_shape) and obs.dtype == jnp.float32
@@ -106,186 +164,386 @@ def test_easy_spec_and_shapes(name):
         keys, state, jnp.zeros((3,), jnp.int32))
     assert obs.shape == (3, *obs_shape) and info["final_observation"].shape == obs.shape
     assert reward.shape == terminated.shape == truncated.shape == (3,)
-    assert reward.dtype == jnp.float32 and terminated.dtype == jnp.bool_
+    assert reward.dtype == jnp.float32 and terminated.dtype == truncated.dtype == jnp.bool_
+    if name in CARD_LEVELS:  # one card on show, one-hot (CountRecall: two)
+        assert np.all(np.asarray(obs).sum(axis=-1) == (2 if "CountRecall" in name else 1))
 
 
-@pytest.mark.parametrize("name", list(EASY))
-def test_a_random_episode_ends_by_termination_at_its_length(name):
-    _, num_actions, length = EASY[name]
-    env = _gymnax(name)
-    reward, terminated, truncated = map(np.asarray, _rollout(
-        env, jax.random.PRNGKey(1), length, _random(num_actions), None))
+def test_the_levels_knobs_are_the_papers():
+    knobs = {name: {k: getattr(_task(_env(name)), k) for k in
+                    ("num_decks", "k", "num_types", "max_steps_in_episode")
+                    if hasattr(_task(_env(name)), k)} for name in LEVELS}
+    assert [knobs[f"RepeatFirst{lv}-popgym"] for lv in ("Easy", "Medium", "Hard")] == [
+        {"num_decks": 1}, {"num_decks": 8}, {"num_decks": 16}]
+    assert [knobs[f"RepeatPrevious{lv}-popgym"] for lv in ("Easy", "Medium", "Hard")] == [
+        {"num_decks": 1, "k": 4}, {"num_decks": 2, "k": 32}, {"num_decks": 3, "k": 64}]
+    assert [knobs[f"CountRecall{lv}-popgym"] for lv in ("Easy", "Medium", "Hard")] == [
+        {"num_decks": 1, "num_types": 2}, {"num_decks": 2, "num_types": 4},
+        {"num_decks": 4, "num_types": 13}]
+    assert [knobs[f"StatelessCartPole{lv}-popgym"] for lv in ("Easy", "Medium", "Hard")] == [
+        {"max_steps_in_episode": 200}, {"max_steps_in_episode": 400},
+        {"max_steps_in_episode": 600}]
+    assert all(_task(_env(name)).noise_sigma == 0.0 for name in CART_LEVELS)
+
+
+# ------------------------------------------------------------------ episodes worked out by hand
+
+# The first nine cards dealt in the hand-worked card episodes (suits, or CountRecall's values).
+FIRST_CARDS = [1, 3, 3, 0, 2, 1, 0, 3, 2]
+
+
+def test_repeat_first_by_hand():
+    env = _env("RepeatFirstEasy-popgym", max_steps_in_episode=8)  # truncate after 8 steps
+    obs, state = _task(env).start(_deal(FIRST_CARDS, 52, 4))
+    np.testing.assert_array_equal(obs, _one_hot([1], 4)[0])  # the first card: suit 1
+    out = _play(env, state, [1, 1, 0, 1, 3, 1, 1, 1])  # suit 1 is right on every step
+    np.testing.assert_array_equal(out["obs"], _one_hot(FIRST_CARDS[1:], 4))
+    np.testing.assert_allclose(out["reward"], np.array([1, 1, -1, 1, -1, 1, 1, 1]) / 51,
+                               rtol=1e-6)
+    assert not out["terminated"].any()
+    np.testing.assert_array_equal(out["truncated"], [0] * 7 + [1])
+
+
+@pytest.mark.parametrize("k, actions, rewards", [
+    # k=4: from step 3 on, the card shown three steps before the one on show (step 3: card 0)
+    (4, [0, 0, 0, 1, 3, 0, 0, 2], np.array([0, 0, 0, 1, 1, -1, 1, 1]) / 48),
+    # k=1: the card on show itself, scored from step 0
+    (1, [1, 3, 3, 0, 2, 1, 0, 0], np.array([1, 1, 1, 1, 1, 1, 1, -1]) / 51),
+])
+def test_repeat_previous_by_hand(k, actions, rewards):
+    env = _env("RepeatPreviousEasy-popgym", k=k, max_steps_in_episode=8)
+    obs, state = _task(env).start(_deal(FIRST_CARDS, 52, 4))
+    np.testing.assert_array_equal(obs, _one_hot([1], 4)[0])
+    out = _play(env, state, actions)
+    np.testing.assert_array_equal(out["obs"], _one_hot(FIRST_CARDS[1:], 4))
+    np.testing.assert_allclose(out["reward"], rewards, rtol=1e-6)
+    assert not out["terminated"].any()
+    np.testing.assert_array_equal(out["truncated"], [0] * 7 + [1])
+
+
+def test_count_recall_by_hand():
+    env = _env("CountRecallEasy-popgym", max_steps_in_episode=8)
+    values = _deal([0, 1, 1, 0, 1, 1, 1, 0, 0], 52, 2)
+    queries = _deal([1, 0, 1, 1, 0, 0, 1, 0, 1], 52, 2)
+    obs, state = _task(env).start(values, queries)
+    np.testing.assert_array_equal(obs, [1, 0, 0, 1])  # value type 0, query type 1
+    # Value cards of types (0, 1) shown so far, the one on show included, at steps 0..7:
+    # (1,0) (1,1) (1,2) (2,2) (2,3) (2,4) (2,5) (3,5); the queried type's count is the answer:
+    truth = [0, 1, 2, 2, 2, 2, 5, 3]
+    actions = [0, 1, 1, 2, 2, 0, 5, 3]  # step 2 answers the count before the card on show
+    out = _play(env, state, actions)
+    np.testing.assert_array_equal(
+        out["obs"], np.concatenate([_one_hot(values[1:9], 2), _one_hot(queries[1:9], 2)], 1))
+    np.testing.assert_allclose(out["reward"], np.array([1, 1, -1, 1, 1, -1, 1, 1]) / 51,
+                               rtol=1e-6)
+    np.testing.assert_array_equal(np.sign(out["reward"]),
+                                  np.where(np.array(actions) == truth, 1, -1))
+    assert not out["terminated"].any()
+    np.testing.assert_array_equal(out["truncated"], [0] * 7 + [1])
+
+
+def test_stateless_cartpole_by_hand():
+    env = _env("StatelessCartPoleEasy-popgym")
+    task, params = _task(env), env.params
+    # Euler steps move x and theta by 0.02 s times the velocities they had before the step.
+    obs, state = task.start(jnp.array([0.1, -0.5, 0.02, 0.3]), params, jax.random.PRNGKey(0))
+    np.testing.assert_allclose(obs, [0.1, 0.02], rtol=1e-6)
+    out = _play(env, state, [1])
+    np.testing.assert_allclose(out["obs"][0], [0.1 - 0.01, 0.02 + 0.006], rtol=1e-5)
+    assert out["reward"][0] == pytest.approx(1 / 200) and not out["terminated"][0]
+    # A pole just inside 12 degrees (0.2094 rad) and falling: the first step ends it, and pays.
+    _, state = task.start(jnp.array([0.0, 0.0, 0.2094, 1.0]), params, jax.random.PRNGKey(0))
+    out = _play(env, state, [0])
+    assert out["terminated"][0] and not out["truncated"][0]
+    assert out["reward"][0] == pytest.approx(1 / 200)
+    # A cart past 2.4 m ends it too.
+    _, state = task.start(jnp.array([2.39, 1.0, 0.0, 0.0]), params, jax.random.PRNGKey(0))
+    assert _play(env, state, [1])["terminated"][0]
+
+
+def test_stateless_cartpole_is_truncated_at_its_limit_and_pays_one():
+    env = _env("StatelessCartPoleEasy-popgym", max_steps_in_episode=3)
+    assert env.spec.max_episode_steps == 3 and env.params.max_steps_in_episode == 3
+    _, state = _task(env).start(jnp.zeros(4), env.params, jax.random.PRNGKey(0))
+    out = _play(env, state, [1, 0, 1])  # too few steps for the pole to fall
+    np.testing.assert_array_equal(out["truncated"], [0, 0, 1])
+    assert not out["terminated"].any()
+    np.testing.assert_allclose(out["reward"], 1 / 3, rtol=1e-6)
+
+
+# ------------------------------------------------------------------ whole episodes
+
+
+@pytest.mark.parametrize("name", ["RepeatFirstEasy-popgym", "RepeatPreviousEasy-popgym",
+                                  "CountRecallEasy-popgym"])
+def test_card_episodes_terminate_when_the_deck_runs_out(name):
+    _, num_actions, length = LEVELS[name]
+    obs, reward, terminated, truncated = map(np.asarray, _rollout(
+        _env(name), jax.random.PRNGKey(1), 2 * length, _random(num_actions), None))
     assert not truncated.any()
-    if name.startswith("StatelessCartPole"):  # the pole falls first: +1/200 each step till then
-        end = int(np.argmax(terminated))
-        assert terminated.any() and end < length - 1
-        np.testing.assert_allclose(reward[:end + 1], 1 / length, rtol=1e-6)
-        return
-    assert terminated[-1] and not terminated[:-1].any()
-    scale = {"RepeatFirst": 1 / 51, "RepeatPrevious": 1 / 48, "CountRecall": 1 / 52}[
+    assert list(np.flatnonzero(terminated)) == [length - 1, 2 * length - 1]
+    points = {"RepeatFirst": 1 / 51, "RepeatPrevious": 1 / 48, "CountRecall": 1 / 51}[
         name.removesuffix("Easy-popgym")]
-    assert np.all(np.isclose(np.abs(reward), scale) | (reward == 0))
-    assert -1.05 <= reward.sum() <= 1.05
-
-
-def test_stateless_cartpole_terminates_at_its_time_limit():
-    env = _gymnax("StatelessCartPoleEasy-popgym", max_steps_in_episode=8)
-    assert env.spec.max_episode_steps == 8 and env.unwrapped.params.max_steps_in_episode == 8
-    reward, terminated, truncated = map(np.asarray, _rollout(
-        env, jax.random.PRNGKey(2), 8, _random(2), None))  # too few steps for the pole to fall
-    assert terminated[-1] and not terminated[:-1].any() and not truncated.any()
-    np.testing.assert_allclose(reward, 1 / 8, rtol=1e-6)
-    assert reward.sum() == pytest.approx(1.0)
+    assert np.all(np.isclose(np.abs(reward), points, rtol=1e-6) | (reward == 0))
+    if name.startswith("RepeatPrevious"):  # the first three steps of each episode pay 0
+        assert np.all(reward[[0, 1, 2, length, length + 1, length + 2]] == 0)
+        assert np.count_nonzero(reward) == 2 * 48
 
 
 def test_a_time_limit_below_the_episode_length_truncates():
-    env = _gymnax("RepeatFirstEasy-popgym", max_steps_in_episode=10)
+    env = _env("RepeatFirstEasy-popgym", max_steps_in_episode=10)
     assert env.spec.max_episode_steps == 10
-    _, terminated, truncated = map(np.asarray, _rollout(
-        env, jax.random.PRNGKey(3), 10, _random(4), None))
-    assert truncated[-1] and not truncated[:-1].any() and not terminated.any()
+    _, _, terminated, truncated = map(np.asarray, _rollout(
+        env, jax.random.PRNGKey(3), 20, _random(4), None))
+    assert list(np.flatnonzero(truncated)) == [9, 19] and not terminated.any()
 
 
-# ------------------------------------------------------------------- what a perfect policy earns
+@pytest.mark.parametrize("name, policy, memory", [
+    *[(f"RepeatFirst{lv}-popgym", _remember_first, (jnp.int32(0), jnp.int32(0)))
+      for lv in ("Easy", "Medium", "Hard")],
+    *[(f"RepeatPrevious{lv}-popgym", _remember_last(k), (jnp.zeros((k,), jnp.int32),
+                                                          jnp.int32(0)))
+      for lv, k in (("Easy", 4), ("Medium", 32), ("Hard", 64))],
+    *[(f"CountRecall{lv}-popgym", _tally(types), jnp.zeros((types,), jnp.int32))
+      for lv, types in (("Easy", 2), ("Medium", 4), ("Hard", 13))],
+    *[(name, _balance, jnp.zeros(2)) for name in CART_LEVELS],
+])
+def test_a_perfect_policy_earns_one_per_episode(name, policy, memory):
+    length = LEVELS[name][2]
+    _, reward, terminated, truncated = map(np.asarray, _rollout(
+        _env(name), jax.random.PRNGKey(4), length, policy, memory))
+    assert reward.sum() == pytest.approx(1.0, rel=1e-4)
+    assert np.all(reward >= 0)
+    ended = terminated | truncated
+    assert ended[-1] and not ended[:-1].any()
+    # Card decks run out (termination); the balanced cart-pole is cut off (truncation).
+    assert terminated[-1] == (name in CARD_LEVELS) and truncated[-1] == (name in CART_LEVELS)
 
 
-def test_repeat_first_pays_one_over_n_minus_1_per_step_to_the_first_suit():
-    reward, terminated, _ = map(np.asarray, _rollout(
-        _gymnax("RepeatFirstEasy-popgym"), jax.random.PRNGKey(4), 52, _repeat_first,
-        (jnp.int32(0), jnp.int32(0))))
-    np.testing.assert_allclose(reward, 1 / 51, rtol=1e-6)  # every one of the 52 steps scores
-    assert reward.sum() == pytest.approx(52 / 51, rel=1e-5) and terminated[-1]
-
+def test_repeat_first_always_wrong_earns_minus_one():
     def wrong(key, obs, memory):
-        action, memory = _repeat_first(key, obs, memory)
+        action, memory = _remember_first(key, obs, memory)
         return (action + 1) % 4, memory
 
-    reward = np.asarray(_rollout(_gymnax("RepeatFirstEasy-popgym"), jax.random.PRNGKey(4), 52,
-                                 wrong, (jnp.int32(0), jnp.int32(0)))[0])
+    reward = np.asarray(_rollout(_env("RepeatFirstEasy-popgym"), jax.random.PRNGKey(4), 51,
+                                 wrong, (jnp.int32(0), jnp.int32(0)))[1])
     np.testing.assert_allclose(reward, -1 / 51, rtol=1e-6)
 
 
-@pytest.mark.parametrize("name, k, n", [("RepeatPreviousEasy-popgym", 4, 52),
-                                        ("RepeatPreviousMedium-popgym", 32, 104)])
-def test_repeat_previous_pays_one_over_n_minus_k_from_step_k(name, k, n):
-    reward, terminated, _ = map(np.asarray, _rollout(
-        _gymnax(name), jax.random.PRNGKey(5), n, _repeat_previous(k),
-        (jnp.zeros((k,), jnp.int32), jnp.int32(0))))
-    assert np.all(reward[:k] == 0)
-    np.testing.assert_allclose(reward[k:], 1 / (n - k), rtol=1e-6)
-    assert reward.sum() == pytest.approx(1.0, rel=1e-5) and terminated[-1]
-
-
-@pytest.mark.parametrize("name, num_types, n, num_actions", [
-    ("CountRecallEasy-popgym", 2, 52, 27), ("CountRecallHard-popgym", 13, 208, 17)])
-def test_count_recall_perfect_counting_earns_the_maximum(name, num_types, n, num_actions):
-    env = _gymnax(name)
-    assert env.spec.action_space.n == num_actions  # every count a query can ask is an action
-    reward, terminated, _ = map(np.asarray, _rollout(
-        env, jax.random.PRNGKey(6), n, _count_recall(num_types),
-        jnp.zeros((num_types,), jnp.int32)))
-    np.testing.assert_allclose(reward, 1 / n, rtol=1e-6)
-    assert reward.sum() == pytest.approx(1.0, rel=1e-5) and terminated[-1]
-
-
-def test_stateless_cartpole_sees_the_full_cartpoles_x_and_theta():
+def test_stateless_cartpole_is_cartpole_v1_seen_through_x_and_theta():
     import gymnax
 
     full, full_params = gymnax.make("CartPole-v1")
-    ours = _gymnax("StatelessCartPoleEasy-popgym").unwrapped
-    key = jax.random.PRNGKey(7)
-    actions = jax.random.randint(key, (30,), 0, 2)
+    env = _env("StatelessCartPoleEasy-popgym")
+    task, params = _task(env), env.params
+    obs, state = task.reset_env(jax.random.PRNGKey(7), params)
+    start = np.array([state.x, state.x_dot, state.theta, state.theta_dot])
+    assert np.all(np.abs(start) <= 0.05)  # CartPole-v1's start
+    np.testing.assert_array_equal(obs, start[[0, 2]])
+    actions = jax.random.randint(jax.random.PRNGKey(8), (40,), 0, 2)
 
     def both(carry, action):
-        s_full, s_ours = carry
-        o_full, s_full, _, _, _ = full.step_env(key, s_full, action, full_params)
-        o_ours, s_ours, _, done, _ = ours.gymnax_env.step_env(key, s_ours, action, ours.params)
-        return (s_full, s_ours), (o_full, o_ours, done)
+        ours, theirs = carry
+        obs, ours, reward, fell, _ = task.step_env(jax.random.PRNGKey(0), ours, action, params)
+        full_obs, theirs, _, full_fell, _ = full.step_env(jax.random.PRNGKey(0), theirs,
+                                                          action, full_params)
+        return (ours, theirs), (obs, reward, fell, full_obs, full_fell)
 
-    o_full, s_full = full.reset_env(key, full_params)
-    o_ours, s_ours = ours.gymnax_env.reset_env(key, ours.params)
-    np.testing.assert_array_equal(o_ours, o_full[jnp.array([0, 2])])
-    o_full, o_ours, done = jax.jit(lambda c: jax.lax.scan(both, c, actions))((s_full, s_ours))[1]
-    upright = ~np.cumsum(np.asarray(done)).astype(bool)  # before the pole fell (no clipping)
-    upright[int(np.argmax(done))] = True
-    np.testing.assert_allclose(o_ours[upright], o_full[upright][:, [0, 2]], rtol=1e-6, atol=1e-7)
-
-
-# ------------------------------------------------------------------- popjym's own code as reference
+    obs, reward, fell, full_obs, full_fell = map(np.asarray, jax.lax.scan(
+        both, (state, state), actions)[1])
+    end = int(np.argmax(full_fell))
+    assert full_fell.any() and end < 39  # random pushes drop the pole
+    np.testing.assert_array_equal(fell[:end + 1], full_fell[:end + 1])
+    np.testing.assert_array_equal(obs[:end + 1], full_obs[:end + 1][:, [0, 2]])
+    np.testing.assert_allclose(reward, 1 / 200, rtol=1e-6)
 
 
-def _reference(name: str) -> tuple[Any, Any]:
-    """popjym's preset `name` (verbatim code below) and its default params."""
-    task = name.removesuffix("-popgym")
-    path, source = next(_POPJYM[t] for t in _POPJYM if task.startswith(t))
-    namespace: dict[str, Any] = {}
-    exec(compile(source, path, "exec"), namespace)  # noqa: S102  (our verbatim copy below)
-    cartpole = namespace.get("NoisyStatelessCartPole")
-    if cartpole is not None:  # gymnax 1.x's discount() asks is_terminated, old gymnax's is_terminal
-        cartpole.is_terminated = cartpole.is_terminal
-    env = namespace[task]()
-    return env, env.default_params
+@pytest.mark.parametrize("name", ["RepeatFirstEasy-popgym", "RepeatPreviousEasy-popgym",
+                                  "CountRecallEasy-popgym", "StatelessCartPoleEasy-popgym"])
+def test_same_key_same_episode(name):
+    env, num_actions = _env(name), LEVELS[name][1]
+    first, again, other = (
+        [np.asarray(x) for x in _rollout(env, jax.random.PRNGKey(seed), 60,
+                                         _random(num_actions), None)]
+        for seed in (5, 5, 6))
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(first[0], other[0])  # another key, another deal or start
 
 
-@pytest.mark.parametrize("name", list(popgym.PRESETS))
-def test_every_level_is_popjyms(name):
-    ref, _ = _reference(name)
-    env = _gymnax(name).unwrapped.gymnax_env
-    knobs = [k for k in ("num_decks", "k", "num_types", "max_steps_in_episode", "noise_sigma")
-             if hasattr(ref, k)]
-    assert knobs and all(getattr(env, k) == getattr(ref, k) for k in knobs), knobs
+# ------------------------------------------------------------------ the popgym package agrees
 
 
-@pytest.mark.parametrize("name", [n for n in popgym.PRESETS if "Medium" not in n])
-def test_same_key_same_episode_as_popjym(name):
-    ref, ref_params = _reference(name)
-    ours = _gymnax(name).unwrapped
-    env, params = ours.gymnax_env, ours.params
-    steps = env.episode_length
-    key, k_act = jax.random.split(jax.random.PRNGKey(8))
-    keys, actions = jax.random.split(key, steps), jax.random.randint(k_act, (steps,), 0, 3)
+class _DealInOrder:
+    """Stands in for a popgym env's numpy Generator: each `shuffle` lays the deck out in the
+    next of the given orders, so that popgym deals the cards we chose."""
 
-    def both(carry, x):
-        s_ours, s_ref = carry
-        key, action = x
-        o1, s_ours, r1, d1, _ = env.step_env(key, s_ours, action, params)
-        o2, s_ref, r2, d2, _ = ref.step_env(key, s_ref, action, ref_params)
-        return (s_ours, s_ref), (o1, r1, d1, o2, r2, d2)
+    def __init__(self, *orders: np.ndarray) -> None:
+        self.orders = list(orders)
 
-    @jax.jit
-    def episode(key):
-        (o1, s_ours), (o2, s_ref) = env.reset_env(key, params), ref.reset_env(key, ref_params)
-        s_ref = jax.tree.map(jnp.asarray, s_ref)
-        return (o1, o2), jax.lax.scan(both, (s_ours, s_ref), (keys, actions))[1]
-
-    (o1, o2), (obs, reward, done, ref_obs, ref_reward, ref_done) = episode(key)
-    np.testing.assert_array_equal(o1, o2)
-    np.testing.assert_array_equal(done, ref_done)
-    np.testing.assert_allclose(reward, ref_reward, rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(obs, ref_obs, rtol=1e-6, atol=1e-6)
-    assert np.asarray(done).any()  # an episode ended in the steps compared
+    def shuffle(self, cards: np.ndarray) -> None:
+        cards[:] = self.orders.pop(0)
 
 
-# ------------------------------------------------------------------- params from the command line
+def _popgym_level(name: str) -> Any:
+    """popgym's class for the same task and level (its cart-pole is PositionOnlyCartPole)."""
+    popgym_envs = pytest.importorskip("popgym.envs")
+    task = name.removesuffix("-popgym").replace("StatelessCartPole", "PositionOnlyCartPole")
+    return getattr(popgym_envs, task)()
+
+
+def _both_play(ours: envs.GymnaxEnv, state: Any, theirs: Any, choose: Callable[[], int]
+               ) -> tuple[int, list[float]]:
+    """Step our env (from `state`) and popgym's env side by side with the same actions, from
+    `choose()`, until popgym's episode ends; every step the rewards, the ends and the
+    observations must agree. Returns the number of steps and our rewards."""
+    step = jax.jit(ours.step)
+    rewards = []
+    while True:
+        action = choose()
+        _, state, reward, terminated, truncated, info = step(jax.random.PRNGKey(0), state,
+                                                             jnp.int32(action))
+        their_obs, their_reward, their_terminated, their_truncated, _ = theirs.step(action)
+        t = len(rewards)
+        assert float(reward) == pytest.approx(their_reward, rel=1e-6, abs=1e-9), t
+        assert (bool(terminated), bool(truncated)) == (their_terminated, their_truncated), t
+        np.testing.assert_array_equal(info["final_observation"], _seen(theirs, their_obs))
+        rewards.append(float(reward))
+        if their_terminated or their_truncated:
+            return len(rewards), rewards
+
+
+def _seen(theirs: Any, obs: Any) -> np.ndarray:
+    """popgym's card observation in our layout: the card's index one-hot (CountRecall: the
+    value's, then the query's)."""
+    if hasattr(theirs, "num_distinct_cards"):
+        return np.concatenate([_one_hot([obs[0]], theirs.num_distinct_cards)[0],
+                               _one_hot([obs[1]], theirs.num_distinct_cards)[0]])
+    return _one_hot([obs], 4)[0]
+
+
+@pytest.mark.parametrize("name", CARD_LEVELS)
+def test_popgym_pays_the_same_on_the_same_deal(name):
+    theirs, ours = _popgym_level(name), _env(name)
+    task, length = _task(ours), LEVELS[name][2]
+    assert theirs.action_space.n == ours.spec.action_space.n
+    rng = np.random.default_rng(9)
+    if name.startswith("CountRecall"):
+        assert theirs.num_distinct_cards == task.num_types
+        assert theirs.value_deck.num_cards == task.num_cards
+        value_order, query_order = rng.permutation(task.num_cards), rng.permutation(
+            task.num_cards)
+        theirs.np_random = _DealInOrder(value_order, query_order)
+        their_obs, _ = theirs.reset()
+        # popgym deals from the end of its deck; a card's type is its deck_idx_type entry.
+        values = theirs.deck_idx_type[value_order[::-1]]
+        queries = theirs.deck_idx_type[query_order[::-1]]
+        obs, state = task.start(values, queries)
+
+        def right() -> int:  # what popgym will pay for: its tally of the queried type
+            return int(theirs.counts[theirs.query])
+    else:
+        assert theirs.deck.num_cards == task.num_cards and getattr(theirs, "k", 0) == getattr(
+            task, "k", 0)
+        order = rng.permutation(task.num_cards)
+        theirs.np_random = _DealInOrder(order)
+        their_obs, _ = theirs.reset()
+        obs, state = task.start(theirs.deck.suits_idx[order[::-1]])
+
+        def right() -> int:  # the suit popgym compares the action with (if it scores yet)
+            if name.startswith("RepeatFirst"):
+                return int(theirs.card)
+            hand = theirs.deck["player"]
+            return int(theirs.deck.suits_idx[hand[-theirs.k]]) if len(hand) >= theirs.k else 0
+
+    np.testing.assert_array_equal(obs, _seen(theirs, their_obs))
+    num_actions = ours.spec.action_space.n
+
+    def choose() -> int:  # half right (by popgym's own state), half random
+        return right() if rng.random() < 0.5 else int(rng.integers(num_actions))
+
+    steps, rewards = _both_play(ours, state, theirs, choose)
+    assert steps == length
+    assert min(rewards) < 0 < max(rewards)  # both kinds of answer were compared
+
+
+@pytest.mark.parametrize("name", CART_LEVELS)
+def test_popgym_pays_the_same_from_the_same_cartpole_state(name):
+    theirs, ours = _popgym_level(name), _env(name)
+    task, length = _task(ours), LEVELS[name][2]
+    assert theirs.max_episode_length == task.max_steps_in_episode == length
+    start = np.array([0.01, -0.02, 0.03, 0.04], np.float32)
+
+    # Random pushes: the pole falls; every observation matches (popgym computes in float64).
+    theirs.reset()
+    theirs.state = start.astype(np.float64)
+    obs, state = task.start(start, ours.params, jax.random.PRNGKey(0))
+    rng = np.random.default_rng(10)
+    step = jax.jit(ours.step)
+    for t in range(length):
+        action = int(rng.integers(2))
+        _, state, reward, terminated, truncated, info = step(jax.random.PRNGKey(0), state,
+                                                             jnp.int32(action))
+        their_obs, their_reward, their_terminated, their_truncated, _ = theirs.step(action)
+        np.testing.assert_allclose(info["final_observation"], their_obs, atol=1e-5)
+        assert float(reward) == pytest.approx(their_reward, rel=1e-6)
+        assert (bool(terminated), bool(truncated)) == (their_terminated, their_truncated), t
+        if their_terminated:
+            break
+    assert their_terminated and t < length - 1
+
+    # Balanced by the same controller on each side (each on its own observations): the
+    # whole limit is paid, and both cut the episode off (truncated, not terminated) at it.
+    theirs.reset()
+    theirs.state = start.astype(np.float64)
+    obs, state = task.start(start, ours.params, jax.random.PRNGKey(0))
+    our_memory, their_obs, their_memory = jnp.zeros(2), np.asarray(obs), np.zeros(2)
+    total = 0.0
+    for t in range(length):
+        action, our_memory = _balance(None, obs, our_memory)
+        their_action, their_memory = _balance(None, their_obs, their_memory)
+        obs, state, reward, terminated, truncated, _ = step(jax.random.PRNGKey(0), state,
+                                                            action)
+        their_obs, their_reward, their_terminated, their_truncated, _ = theirs.step(
+            int(their_action))
+        assert float(reward) == pytest.approx(their_reward, rel=1e-6)
+        assert (bool(terminated), bool(truncated)) == (their_terminated, their_truncated), t
+        total += float(reward)
+    assert their_truncated and not their_terminated and total == pytest.approx(1.0, rel=1e-4)
+
+
+# ------------------------------------------------------------------ params from the command line
 
 
 def test_level_knobs_are_env_params_as_for_gymnax_envs():
     _, kwargs = split_env_overrides(["env.num_decks=2", "env.k=8"])
     env = envs.make("RepeatPreviousEasy-popgym", **kwargs)
-    assert env.unwrapped.gymnax_env.k == 8 and env.spec.max_episode_steps == 104
+    assert env.unwrapped.gymnax_env.k == 8 and env.spec.max_episode_steps == 103
     _, kwargs = split_env_overrides(["env.max_steps_in_episode=50", "env.force_mag=5"])
     cart = envs.make("StatelessCartPoleHard-popgym", **kwargs).unwrapped
     assert cart.spec.max_episode_steps == 50 and cart.params.force_mag == 5.0
+    _, kwargs = split_env_overrides(["env.noise_sigma=0.1"])
+    assert envs.make("StatelessCartPoleEasy-popgym", **kwargs).unwrapped.gymnax_env.noise_sigma \
+        == 0.1
     assert envs.make("CountRecallEasy-popgym", num_types=4).spec.action_space.n == 14
+
+
+def test_noisy_observations_stay_within_bounds():
+    env = _env("StatelessCartPoleEasy-popgym", noise_sigma=10.0)
+    obs = np.asarray(_rollout(env, jax.random.PRNGKey(11), 20, _random(2), None)[0])
+    high = np.array([4.8, 24 * np.pi / 180], np.float32)
+    assert np.all(np.abs(obs) <= high + 1e-6) and np.any(np.isclose(np.abs(obs), high))
 
 
 @pytest.mark.parametrize("name, params, message", [
     ("RepeatFirstEasy-popgym", {"num_decks": 0}, "num_decks must be >= 1, got 0"),
     ("RepeatFirstEasy-popgym", {"num_decks": 1.5}, "expected an int"),
     ("RepeatFirstEasy-popgym", {"num_deks": 2}, "unknown param(s) num_deks"),
-    ("RepeatPreviousEasy-popgym", {"k": 52}, "k must be below the 52 cards dealt, got 52"),
+    ("RepeatPreviousEasy-popgym", {"k": 52}, "k must be in 1..51 for 52 cards, got 52"),
+    ("RepeatPreviousEasy-popgym", {"k": 0}, "k must be in 1..51 for 52 cards, got 0"),
     ("CountRecallEasy-popgym", {"num_types": 0}, "num_types must be >= 1, got 0"),
     ("StatelessCartPoleEasy-popgym", {"max_steps_in_episode": 0}, "must be > 0"),
+    ("StatelessCartPoleEasy-popgym", {"noise_sigma": -0.1}, "noise_sigma must be >= 0"),
 ])
 def test_bad_level_knobs_are_one_line(name, params, message):
     with pytest.raises(envs.EnvParamError) as error:
@@ -312,508 +570,3 @@ def test_memory_chain_memory_length_below_1_is_one_line_before_anything_is_built
         err = capsys.readouterr().err
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
     assert not root.exists() or not any(root.iterdir())
-
-
-# popjym's code, verbatim: github.com/FLAIROx/popjym (commit d7b23ba, popjym/environments/),
-# Apache License 2.0; Chris Lu's popjaxrl cleaned up by Edan Toledo. Only `_reference` above
-# patches it, for gymnax 1.x (see there).
-_POPJYM: dict[str, tuple[str, str]] = {}
-
-_POPJYM["RepeatFirst"] = ("popjym/environments/popgym_repeat_first.py", r'''from typing import Optional, Tuple
-
-import chex
-import jax
-import jax.numpy as jnp
-from flax import struct
-from gymnax.environments import environment, spaces
-
-
-@struct.dataclass
-class EnvState:
-    timestep: int
-    cards: jnp.ndarray
-
-
-@struct.dataclass
-class EnvParams:
-    pass
-
-
-class RepeatFirst(environment.Environment):
-    def __init__(self, num_decks=1):
-        super().__init__()
-        self.num_suits = 4
-        self.decksize = 52
-        self.num_decks = num_decks
-
-    @property
-    def default_params(self) -> EnvParams:
-        return EnvParams()
-
-    def step_env(
-        self, key: chex.PRNGKey, state: EnvState, action: int, params: EnvParams
-    ) -> Tuple[chex.Array, EnvState, float, bool, dict]:
-
-        num_cards = self.decksize * self.num_decks
-        reward_scale = 1.0 / (num_cards - 1.0)
-        reward = jnp.where(state.cards[0] == action, reward_scale, -reward_scale)
-        new_state = EnvState(state.timestep + 1, state.cards)
-        terminated = new_state.timestep == num_cards
-        obs = self.get_obs(new_state)
-
-        return obs, new_state, reward, terminated, {}
-
-    def reset_env(self, key: chex.PRNGKey, params: EnvParams) -> Tuple[chex.Array, EnvState]:
-        """Performs resetting of environment."""
-        cards = jnp.arange(self.decksize * self.num_decks) % self.num_suits
-        cards = jax.random.permutation(key, cards)
-        state = EnvState(
-            timestep=0,
-            cards=cards,
-        )
-        # obs = state.cards[state.timestep]
-        obs = self.get_obs(state)
-        return obs, state
-
-    def get_obs(self, state: EnvState) -> chex.Array:
-        """Returns observation from the state."""
-        obs = jnp.zeros((self.num_suits,))
-        obs = obs.at[state.cards[state.timestep % (self.decksize * self.num_decks)]].set(1)
-        return obs
-
-    def action_space(self, params: Optional[EnvParams] = None) -> spaces.Discrete:
-        """Action space of the environment."""
-        return spaces.Discrete(self.num_suits)
-
-    def observation_space(self, params: EnvParams) -> spaces.Box:
-        """Observation space of the environment."""
-        return spaces.Box(
-            jnp.zeros((self.num_suits,)),
-            jnp.ones((self.num_suits,)),
-            (self.num_suits,),
-            dtype=jnp.float32,
-        )
-
-
-class RepeatFirstEasy(RepeatFirst):
-    def __init__(self):
-        super().__init__(num_decks=1)
-
-
-class RepeatFirstMedium(RepeatFirst):
-    def __init__(self):
-        super().__init__(num_decks=8)
-
-
-class RepeatFirstHard(RepeatFirst):
-    def __init__(self):
-        super().__init__(num_decks=16)
-''')
-
-_POPJYM["RepeatPrevious"] = ("popjym/environments/popgym_repeat_previous.py", r'''from typing import Optional, Tuple
-
-import chex
-import jax
-import jax.numpy as jnp
-from flax import struct
-from gymnax.environments import environment, spaces
-
-
-@struct.dataclass
-class EnvState:
-    timestep: int
-    cards: jnp.ndarray
-
-
-@struct.dataclass
-class EnvParams:
-    pass
-
-
-class RepeatPrevious(environment.Environment):
-    def __init__(self, num_decks=1, k=4):
-        super().__init__()
-        self.num_suits = 4
-        self.decksize = 52
-        self.num_decks = num_decks
-        self.k = k
-
-    @property
-    def default_params(self) -> EnvParams:
-        return EnvParams()
-
-    def step_env(
-        self, key: chex.PRNGKey, state: EnvState, action: int, params: EnvParams
-    ) -> Tuple[chex.Array, EnvState, float, bool, dict]:
-        num_cards = self.decksize * self.num_decks
-        reward_scale = 1.0 / (num_cards - self.k)
-        reward = 0
-
-        reward = jnp.where(
-            state.cards[state.timestep - self.k] == action, reward_scale, -reward_scale
-        )
-        reward = jnp.where(state.timestep < self.k, 0, reward)
-        new_state = EnvState(state.timestep + 1, state.cards)
-        terminated = new_state.timestep == num_cards
-        obs = self.get_obs(new_state)
-
-        return obs, new_state, reward, terminated, {}
-
-    def reset_env(self, key: chex.PRNGKey, params: EnvParams) -> Tuple[chex.Array, EnvState]:
-        """Performs resetting of environment."""
-        cards = jnp.arange(self.decksize * self.num_decks) % self.num_suits
-        cards = jax.random.permutation(key, cards)
-        state = EnvState(
-            timestep=0,
-            cards=cards,
-        )
-        # obs = state.cards[state.timestep]
-        obs = self.get_obs(state)
-        return obs, state
-
-    def get_obs(self, state: EnvState) -> chex.Array:
-        """Returns observation from the state."""
-        obs = jnp.zeros((self.num_suits,))
-        obs = obs.at[state.cards[state.timestep]].set(1)
-        return obs
-
-    def action_space(self, params: Optional[EnvParams] = None) -> spaces.Discrete:
-        """Action space of the environment."""
-        return spaces.Discrete(self.num_suits)
-
-    def observation_space(self, params: EnvParams) -> spaces.Box:
-        """Observation space of the environment."""
-        return spaces.Box(
-            jnp.zeros((self.num_suits,)),
-            jnp.ones((self.num_suits,)),
-            (self.num_suits,),
-            dtype=jnp.float32,
-        )
-
-
-class RepeatPreviousEasy(RepeatPrevious):
-    def __init__(self):
-        super().__init__(num_decks=1, k=4)
-
-
-class RepeatPreviousMedium(RepeatPrevious):
-    def __init__(self):
-        super().__init__(num_decks=2, k=32)
-
-
-class RepeatPreviousHard(RepeatPrevious):
-    def __init__(self):
-        super().__init__(num_decks=3, k=64)
-''')
-
-_POPJYM["CountRecall"] = ("popjym/environments/popgym_count_recall.py", r'''from typing import Optional, Tuple
-
-import chex
-import jax
-import jax.numpy as jnp
-from flax import struct
-from gymnax.environments import environment, spaces
-
-
-@struct.dataclass
-class EnvState:
-    timestep: int
-    value_cards: jnp.ndarray
-    query_cards: jnp.ndarray
-    running_count: jnp.ndarray
-
-
-@struct.dataclass
-class EnvParams:
-    pass
-
-
-class CountRecall(environment.Environment):
-    def __init__(self, num_decks=1, num_types=2):
-        super().__init__()
-        self.decksize = 52
-        # self.error_clamp = error_clamp # NOT IMPLEMENTED
-        self.num_decks = num_decks
-        self.num_types = num_types
-        self.num_cards = self.decksize * self.num_decks
-        self.max_num = self.num_cards // self.num_types
-        self.reward_scale = 1.0 / self.num_cards
-
-    @property
-    def default_params(self) -> EnvParams:
-        return EnvParams()
-
-    def step_env(
-        self, key: chex.PRNGKey, state: EnvState, action: int, params: EnvParams
-    ) -> Tuple[chex.Array, EnvState, float, bool, dict]:
-
-        running_count = state.running_count.at[state.value_cards[state.timestep]].add(1)
-        prev_count = state.running_count[state.query_cards[state.timestep]]
-
-        reward = jnp.where(action == prev_count, self.reward_scale, -self.reward_scale)
-        new_state = EnvState(
-            state.timestep + 1, state.value_cards, state.query_cards, running_count
-        )
-        obs = self.get_obs(new_state)
-        terminated = new_state.timestep == self.num_cards
-
-        return obs, new_state, reward, terminated, {}
-
-    def reset_env(self, key: chex.PRNGKey, params: EnvParams) -> Tuple[chex.Array, EnvState]:
-        """Performs resetting of environment."""
-        key, key_value, key_query = jax.random.split(key, 3)
-        cards = jnp.arange(self.decksize * self.num_decks) % self.num_types
-        value_cards = jax.random.permutation(key_value, cards)
-        query_cards = jax.random.permutation(key_query, cards)
-        running_count = jnp.zeros((self.num_types,))
-        state = EnvState(
-            timestep=0,
-            value_cards=value_cards,
-            query_cards=query_cards,
-            running_count=running_count,
-        )
-        # obs = state.cards[state.timestep]
-        obs = self.get_obs(state)
-        return obs, state
-
-    def get_obs(self, state: EnvState) -> chex.Array:
-        """Returns observation from the state."""
-        obs = jnp.zeros((2 * self.num_types))
-        obs = obs.at[state.value_cards[state.timestep]].set(1)
-        obs = obs.at[self.num_types + state.query_cards[state.timestep]].set(1)
-        return obs
-
-    def action_space(self, params: Optional[EnvParams] = None) -> spaces.Discrete:
-        """Action space of the environment."""
-        return spaces.Discrete(2)
-
-    def observation_space(self, params: EnvParams) -> spaces.Box:
-        """Observation space of the environment."""
-        return spaces.Box(
-            jnp.zeros((2 * self.num_types,)),
-            jnp.ones((2 * self.num_types,)),
-            (2 * self.num_types,),
-            dtype=jnp.float32,
-        )
-
-
-class CountRecallEasy(CountRecall):
-    def __init__(self):
-        super().__init__(num_decks=1, num_types=2)
-
-
-class CountRecallMedium(CountRecall):
-    def __init__(self):
-        super().__init__(num_decks=2, num_types=4)
-
-
-class CountRecallHard(CountRecall):
-    def __init__(self):
-        super().__init__(num_decks=4, num_types=13)
-''')
-
-_POPJYM["StatelessCartPole"] = ("popjym/environments/popgym_cartpole.py", r'''from typing import Optional, Tuple
-
-import chex
-import jax
-import jax.numpy as jnp
-from flax import struct
-from gymnax.environments import environment, spaces
-from jax import lax
-
-
-@struct.dataclass
-class EnvState:
-    x: float
-    x_dot: float
-    theta: float
-    theta_dot: float
-    time: int
-
-
-@struct.dataclass
-class EnvParams:
-    gravity: float = 9.8
-    masscart: float = 1.0
-    masspole: float = 0.1
-    total_mass: float = 1.0 + 0.1  # (masscart + masspole)
-    length: float = 0.5
-    polemass_length: float = 0.05  # (masspole * length)
-    force_mag: float = 10.0
-    tau: float = 0.02
-    theta_threshold_radians: float = 12 * 2 * jnp.pi / 360
-    x_threshold: float = 2.4
-
-
-class NoisyStatelessCartPole(environment.Environment):
-    """
-    JAX Compatible version of CartPole-v1 OpenAI gym environment. Source:
-    github.com/openai/gym/blob/master/gym/envs/classic_control/cartpole.py
-    """
-
-    def __init__(self, noise_sigma=0.0, max_steps_in_episode=200):
-        super().__init__()
-        self.obs_shape = (2,)
-        self.noise_sigma = noise_sigma
-        self.max_steps_in_episode = max_steps_in_episode
-
-    @property
-    def default_params(self) -> EnvParams:
-        # Default environment parameters for CartPole-v1
-        return EnvParams()
-
-    def step_env(
-        self, key: chex.PRNGKey, state: EnvState, action: int, params: EnvParams
-    ) -> Tuple[chex.Array, EnvState, float, bool, dict]:
-        """Performs step transitions in the environment."""
-        prev_terminal = self.is_terminal(state, params)
-        force = params.force_mag * action - params.force_mag * (1 - action)
-        costheta = jnp.cos(state.theta)
-        sintheta = jnp.sin(state.theta)
-
-        temp = (
-            force + params.polemass_length * state.theta_dot**2 * sintheta
-        ) / params.total_mass
-        thetaacc = (params.gravity * sintheta - costheta * temp) / (
-            params.length * (4.0 / 3.0 - params.masspole * costheta**2 / params.total_mass)
-        )
-        xacc = temp - params.polemass_length * thetaacc * costheta / params.total_mass
-
-        # Only default Euler integration option available here!
-        x = state.x + params.tau * state.x_dot
-        x_dot = state.x_dot + params.tau * xacc
-        theta = state.theta + params.tau * state.theta_dot
-        theta_dot = state.theta_dot + params.tau * thetaacc
-
-        # Important: Reward is based on termination is previous step transition
-        reward = 1.0 - prev_terminal
-        reward = self.reward_transform(params, reward)
-
-        # Update state dict and evaluate termination conditions
-        state = EnvState(x, x_dot, theta, theta_dot, state.time + 1)
-        done = self.is_terminal(state, params)
-
-        return (
-            lax.stop_gradient(self.get_obs(key, state, params)),
-            lax.stop_gradient(state),
-            reward,
-            done,
-            {"discount": self.discount(state, params)},
-        )
-
-    def reward_transform(self, params: EnvParams, reward: float):
-        return jnp.where(jnp.isclose(reward, 0), -1.0, 1.0 / self.max_steps_in_episode)
-
-    def reset_env(self, key: chex.PRNGKey, params: EnvParams) -> Tuple[chex.Array, EnvState]:
-        """Performs resetting of environment."""
-        init_state = jax.random.uniform(key, minval=-0.05, maxval=0.05, shape=(4,))
-        key, _ = jax.random.split(key)
-        state = EnvState(
-            x=init_state[0],
-            x_dot=init_state[1],
-            theta=init_state[2],
-            theta_dot=init_state[3],
-            time=0,
-        )
-        return self.get_obs(key, state, params), state
-
-    def get_obs(self, key: chex.PRNGKey, state: EnvState, params: EnvParams) -> chex.Array:
-        """Applies observation function to state."""
-        obs = (
-            jnp.array([state.x, state.theta])
-            + jax.random.normal(key, shape=(2,)) * self.noise_sigma
-        )
-        obs = jnp.clip(obs, self.observation_space(params).low, self.observation_space(params).high)
-        return obs
-
-    def is_terminal(self, state: EnvState, params: EnvParams) -> bool:
-        """Check whether state is terminal."""
-        # Check termination criteria
-        done1 = jnp.logical_or(
-            state.x < -params.x_threshold,
-            state.x > params.x_threshold,
-        )
-        done2 = jnp.logical_or(
-            state.theta < -params.theta_threshold_radians,
-            state.theta > params.theta_threshold_radians,
-        )
-
-        # Check number of steps in episode termination condition
-        done_steps = state.time >= self.max_steps_in_episode
-        done = jnp.logical_or(jnp.logical_or(done1, done2), done_steps)
-        return done
-
-    @property
-    def name(self) -> str:
-        """Environment name."""
-        return "CartPole-v1"
-
-    @property
-    def num_actions(self) -> int:
-        """Number of actions possible in environment."""
-        return 2
-
-    def action_space(self, params: Optional[EnvParams] = None) -> spaces.Discrete:
-        """Action space of the environment."""
-        return spaces.Discrete(2)
-
-    def observation_space(self, params: EnvParams) -> spaces.Box:
-        """Observation space of the environment."""
-        high = jnp.array(
-            [
-                params.x_threshold * 2,
-                params.theta_threshold_radians * 2,
-            ]
-        )
-        return spaces.Box(-high, high, (2,), dtype=jnp.float32)
-
-    def state_space(self, params: EnvParams) -> spaces.Dict:
-        """State space of the environment."""
-        high = jnp.array(
-            [
-                params.x_threshold * 2,
-                jnp.finfo(jnp.float32).max,
-                params.theta_threshold_radians * 2,
-                jnp.finfo(jnp.float32).max,
-            ]
-        )
-        return spaces.Dict(
-            {
-                "x": spaces.Box(-high[0], high[0], (), jnp.float32),
-                "x_dot": spaces.Box(-high[1], high[1], (), jnp.float32),
-                "theta": spaces.Box(-high[2], high[2], (), jnp.float32),
-                "theta_dot": spaces.Box(-high[3], high[3], (), jnp.float32),
-                "time": spaces.Discrete(self.max_steps_in_episode),
-            }
-        )
-
-
-class StatelessCartPoleEasy(NoisyStatelessCartPole):
-    def __init__(self):
-        super().__init__(noise_sigma=0.0, max_steps_in_episode=200)
-
-
-class StatelessCartPoleMedium(NoisyStatelessCartPole):
-    def __init__(self):
-        super().__init__(noise_sigma=0.0, max_steps_in_episode=400)
-
-
-class StatelessCartPoleHard(NoisyStatelessCartPole):
-    def __init__(self):
-        super().__init__(noise_sigma=0.0, max_steps_in_episode=600)
-
-
-class NoisyStatelessCartPoleEasy(NoisyStatelessCartPole):
-    def __init__(self):
-        super().__init__(noise_sigma=0.1, max_steps_in_episode=200)
-
-
-class NoisyStatelessCartPoleMedium(NoisyStatelessCartPole):
-    def __init__(self):
-        super().__init__(noise_sigma=0.2, max_steps_in_episode=200)
-
-
-class NoisyStatelessCartPoleHard(NoisyStatelessCartPole):
-    def __init__(self):
-        super().__init__(noise_sigma=0.3, max_steps_in_episode=200)
-''')

@@ -1,26 +1,43 @@
-"""POPGym memory tasks as pure-JAX gymnax 1.x envs: RepeatFirst, RepeatPrevious, CountRecall and
-StatelessCartPole, each at the Easy/Medium/Hard levels (registered as `<Task><Level>-popgym`).
+"""POPGym's memory tasks as pure-JAX gymnax 1.x environments.
 
-These are partially observable tasks that only an agent with memory solves: repeat the suit of
-the first card dealt, or of the card dealt k steps ago; say how often the queried card type has
-been dealt so far; balance a cart-pole seeing only the cart position and the pole angle.
+Four tasks of Morad et al. 2023, "POPGym: Benchmarking Partially Observable Reinforcement
+Learning" (ICLR), each at the paper's Easy/Medium/Hard levels and registered as
+`<Task><Level>-popgym`:
 
-Ported from popjym (github.com/FLAIROx/popjym, FLAIROx, Apache License 2.0 per its LICENSE
-file; a copy: LICENSES/popjym-Apache-2.0.txt), which is Chris Lu's popjaxrl
-(github.com/luchris429/popjaxrl) cleaned up; the tasks are from Morad et al. 2023, "POPGym:
-Benchmarking Partially Observable Reinforcement Learning" (ICLR). Observations, rewards, episode lengths, levels and random draws (same key, same episode)
-are popjym's.
-Why ported, not depended on: popjym is not on PyPI, and POPGym Arcade (`popgym-arcade`) needs
-`stable-gymnax`, which installs a module named `gymnax` over gymnax, and renders 128x128 pixels.
+- RepeatFirst: cards are dealt one per step and the agent sees each one's suit; every step it
+  must name the suit of the *first* card of the episode.
+- RepeatPrevious: the same deal; from the step on which the k-th card is on show, it must name
+  the suit of the k-th most recent card (the one on show counts as the first, so k=4 asks for
+  the card shown three steps before the current one).
+- CountRecall: two decks are dealt side by side, a value card and a query card per step; the
+  agent must say how many value cards of the queried type have been shown so far, the one on
+  show included.
+- StatelessCartPole: CartPole-v1 with the two velocities hidden; only the cart position and
+  the pole angle are observed.
 
-Differences from popjym, none of which changes an episode:
-- CountRecall's action space is Discrete(max count + 1), not popjym's Discrete(2), which cannot
-  say a count above 1 (popjaxrl issue #10); the rewarded answer is the same.
-- `max_steps_in_episode` (gymnax's time limit, the spec's `max_episode_steps`) defaults to the
-  episode length, at which popjym's episodes terminate; set lower, it truncates them. For
-  StatelessCartPole it is popjym's constructor argument and sets the episode length itself.
-- The step counter is `time` (gymnax's name), and the terminal observation's card index is
-  clamped explicitly where popjym relies on JAX's clamped out-of-bounds gather.
+The rules are written from the paper's task definitions and, where its prose leaves a detail
+open (which card k counts from, whether the count includes the card on show, the episode
+length), from the behaviour of the `popgym` package (PyPI, numpy; version 1.0.7), which
+`tests/test_popgym_envs.py` checks ours against step by step: the same actions on the same
+deal earn the same rewards and end on the same step. As in POPGym, rewards are scaled so that
+an episode's return lies in [-1, 1]: a perfect card-task episode returns exactly 1, and a
+cart-pole episode that survives its whole time limit returns 1.
+
+Episodes: a deck of n = 52 x num_decks cards is dealt one card at reset and one per step, so a
+card-task episode has n - 1 steps and *terminates* when the last card is shown. StatelessCartPole
+terminates when the pole or cart leaves its bounds and is *truncated* (not terminated: the task
+could go on) after `max_steps_in_episode` steps, as popgym's.
+
+Knobs (constructor arguments, set from the command line as `--set env.<knob>=...`):
+`num_decks` (card tasks), `k` (RepeatPrevious), `num_types` (CountRecall),
+`max_steps_in_episode` and `noise_sigma` (StatelessCartPole). The card tasks also take
+gymnax's `max_steps_in_episode` EnvParams field, whose default is the episode length; set
+below it, it truncates the episode. StatelessCartPole's EnvParams are gymnax CartPole-v1's
+(`force_mag`, `tau`, ...).
+
+Observations are float32: a card's suit or type one-hot, or [x, theta]. Card tasks observe
+nothing beyond the card, so the observation of step t says nothing about earlier cards; that
+is what makes them memory tasks.
 """
 
 from __future__ import annotations
@@ -31,345 +48,355 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
+from gymnax.environments.classic_control import cartpole
 
 from jaxrl_sys.envs import gymnax_env
 
-DECK_SIZE = 52
-NUM_SUITS = 4
+CARDS_PER_DECK = 52
+SUITS = 4
 
-StepOut = tuple[jax.Array, Any, jax.Array, jax.Array, dict[str, Any]]
-
-
-@struct.dataclass
-class EnvParams(environment.EnvParams):
-    """gymnax's params: only `max_steps_in_episode`, which defaults to the episode length."""
+# (observation, state, reward, terminated, info): what gymnax's `step_env` returns.
+Transition = tuple[jax.Array, Any, jax.Array, jax.Array, dict[str, Any]]
 
 
 @struct.dataclass
-class CardState:
-    """A dealt deck (RepeatFirst, RepeatPrevious): the step and every card's suit in deal order."""
-
-    time: jax.Array  # int32: steps taken; the card shown now is cards[time]
-    cards: jax.Array  # int32 [num_cards]: suit of each card, in the order dealt
+class DealParams(environment.EnvParams):
+    """The card tasks' EnvParams: only gymnax's time limit (`max_steps_in_episode`), whose
+    default is set by each task to its episode length, so that the spec reports the length."""
 
 
 @struct.dataclass
-class CountState:
-    """CountRecall's two decks and how often each card type has been dealt before `time`."""
+class Deal:
+    """One shuffled deck for RepeatFirst and RepeatPrevious.
 
-    time: jax.Array  # int32: steps taken; the cards shown now are value/query_cards[time]
-    value_cards: jax.Array  # int32 [num_cards]: the dealt card's type, in order
-    query_cards: jax.Array  # int32 [num_cards]: the queried type, in order
-    counts: jax.Array  # int32 [num_types]: value cards of each type dealt before `time`
+    suits: int32 [n], the suit of every card in the order dealt.
+    time: int32 [], steps taken; the card on show is `suits[time]`.
+    """
 
-
-@struct.dataclass
-class CartPoleState:
-    """The full cart-pole state; the agent sees only x and theta."""
-
-    x: jax.Array
-    x_dot: jax.Array
-    theta: jax.Array
-    theta_dot: jax.Array
+    suits: jax.Array
     time: jax.Array
 
 
 @struct.dataclass
-class CartPoleParams:
-    """popjym's cart-pole physics (gymnax CartPole-v1's) and gymnax's time limit."""
+class CountDeal:
+    """CountRecall's two decks and the tally the agent has to keep in its head.
 
-    gravity: float = 9.8
-    masscart: float = 1.0
-    masspole: float = 0.1
-    total_mass: float = 1.0 + 0.1  # (masscart + masspole)
-    length: float = 0.5
-    polemass_length: float = 0.05  # (masspole * length)
-    force_mag: float = 10.0
-    tau: float = 0.02
-    theta_threshold_radians: float = 12 * 2 * jnp.pi / 360
-    x_threshold: float = 2.4
-    max_steps_in_episode: int = 200
+    values, queries: int32 [n], the type of each value and query card in the order dealt.
+    shown: int32 [num_types], how many value cards of each type have been shown so far,
+        the one on show (`values[time]`) included.
+    time: int32 [], steps taken.
+    """
 
-
-def _at_least(name: str, value: int, low: int) -> None:
-    """Refuse a level knob below `low` (ValueError, which `gymnax_env.build` makes one line)."""
-    if value < low:
-        raise ValueError(f"{name} must be >= {low}, got {value}")
+    values: jax.Array
+    queries: jax.Array
+    shown: jax.Array
+    time: jax.Array
 
 
-def _dealt(key: jax.Array, num_cards: int, num_kinds: int) -> jax.Array:
-    """A shuffled deck of `num_cards` cards of `num_kinds` kinds (int32 [num_cards]), as popjym."""
+def _require(ok: bool, message: str) -> None:
+    """Refuse a level knob: a ValueError, which `gymnax_env.build` turns into one line."""
+    if not ok:
+        raise ValueError(message)
+
+
+def _shuffled(key: jax.Array, num_cards: int, num_kinds: int) -> jax.Array:
+    """`num_cards` cards spread evenly over `num_kinds` kinds (card i is of kind i mod
+    num_kinds), in a random order drawn from `key`: int32 [num_cards]."""
     return jax.random.permutation(key, jnp.arange(num_cards, dtype=jnp.int32) % num_kinds)
 
 
-class _PopGymEnv(environment.Environment):
-    """Shared by the tasks: the time limit defaults to the episode length, which terminates."""
+def _one_hot(index: jax.Array, size: int) -> jax.Array:
+    """float32 [size] with a 1 at `index`."""
+    return jax.nn.one_hot(index, size, dtype=jnp.float32)
+
+
+class _CardTask(environment.Environment):
+    """What the card tasks share: a deck of `num_decks` x 52 cards, one dealt at reset and one
+    per step, so an episode has `num_cards - 1` steps and terminates as the last card shows.
+
+    The time limit (`max_steps_in_episode`) only truncates when it comes first; at its default,
+    the episode length, the end is a termination.
+    """
+
+    def __init__(self, num_decks: int) -> None:
+        super().__init__()
+        _require(num_decks >= 1, f"num_decks must be >= 1, got {num_decks}")
+        self.num_decks = num_decks
+        self.num_cards = CARDS_PER_DECK * num_decks
 
     @property
     def episode_length(self) -> int:
-        """Steps in an episode that runs to its end (popjym's termination step)."""
-        raise NotImplementedError
+        """Steps from reset to the last card: every card but the one shown at reset."""
+        return self.num_cards - 1
 
     @property
-    def default_params(self) -> EnvParams:
-        """gymnax's time limit at the episode length, so the spec reports that length."""
-        return EnvParams(max_steps_in_episode=self.episode_length)
+    def default_params(self) -> DealParams:
+        """The time limit at the episode length (so it never cuts a whole episode short)."""
+        return DealParams(max_steps_in_episode=self.episode_length)
 
     def is_terminated(self, state: Any, params: Any) -> jax.Array:
-        """The episode's natural end (popjym's `terminated`)."""
+        """True once the last card is on show."""
         return state.time >= self.episode_length
 
     def is_truncated(self, state: Any, params: Any) -> jax.Array:
-        """gymnax's time limit, only where it falls before the natural end (set below it)."""
-        return jnp.logical_and(state.time >= params.max_steps_in_episode,
-                               jnp.logical_not(self.is_terminated(state, params)))
+        """True where the time limit is reached before the deck runs out."""
+        return (state.time >= params.max_steps_in_episode) & ~self.is_terminated(state, params)
 
 
-class _CardEnv(_PopGymEnv):
-    """A deck of `num_decks` x 52 cards dealt one per step; the agent sees the suit, one-hot."""
+class _SuitTask(_CardTask):
+    """RepeatFirst and RepeatPrevious: the agent sees each card's suit and names a suit.
 
-    def __init__(self, num_decks: int = 1) -> None:
-        super().__init__()
-        _at_least("num_decks", num_decks, 1)
-        self.num_decks = num_decks
-        self.num_cards = DECK_SIZE * num_decks
-
-    @property
-    def episode_length(self) -> int:
-        """One step per card."""
-        return self.num_cards
-
-    def reset_env(self, key: jax.Array, params: EnvParams) -> tuple[jax.Array, CardState]:
-        """Shuffle the deck and show its first card."""
-        state = CardState(time=jnp.int32(0), cards=_dealt(key, self.num_cards, NUM_SUITS))
-        return self.get_obs(state), state
-
-    def get_obs(self, state: CardState, params: Any = None, key: Any = None) -> jax.Array:
-        """The suit of the card at `time`, one-hot float32 [4]."""
-        return jax.nn.one_hot(state.cards[self._shown(state.time)], NUM_SUITS, dtype=jnp.float32)
-
-    def _shown(self, time: jax.Array) -> jax.Array:
-        """The index of the card shown at `time` (past the end: see the subclasses)."""
-        raise NotImplementedError
-
-    def action_space(self, params: Any = None) -> spaces.Discrete:
-        """Name a suit."""
-        return spaces.Discrete(NUM_SUITS)
-
-    def observation_space(self, params: Any) -> spaces.Box:
-        """A one-hot suit."""
-        return spaces.Box(0.0, 1.0, (NUM_SUITS,), jnp.float32)
-
-
-class RepeatFirst(_CardEnv):
-    """Each step, name the suit of the episode's first card: +-1/(n-1) per step for n cards.
-
-    All n steps score (popjym's), so a perfect episode returns n/(n-1) (52/51 at Easy).
+    A subclass says which card is asked about (`_asked`) and from which step answers count;
+    a right answer earns `1 / scored_steps`, a wrong one loses as much, so a perfect episode
+    returns 1 and a guess-at-random one about -0.5.
     """
 
-    def step_env(self, key: jax.Array, state: CardState, action: jax.Array,
-                 params: EnvParams) -> StepOut:
-        """Score the action against the first card and deal the next."""
-        scale = 1.0 / (self.num_cards - 1.0)
-        reward = jnp.where(state.cards[0] == action, scale, -scale)
+    @property
+    def scored_steps(self) -> int:
+        """How many steps of an episode are scored."""
+        raise NotImplementedError
+
+    def _asked(self, state: Deal) -> tuple[jax.Array, jax.Array]:
+        """The suit the agent should name at `state`, and whether this step is scored."""
+        raise NotImplementedError
+
+    def start(self, suits: jax.Array) -> tuple[jax.Array, Deal]:
+        """An episode on the deal `suits` (int [num_cards], in dealing order), its first card
+        on show: the observation and the state. `reset_env` deals a shuffled deck this way."""
+        state = Deal(suits=jnp.asarray(suits, jnp.int32), time=jnp.int32(0))
+        return self.get_obs(state), state
+
+    def reset_env(self, key: jax.Array, params: DealParams) -> tuple[jax.Array, Deal]:
+        """Shuffle the deck (13 x num_decks cards of each suit) and show its first card."""
+        return self.start(_shuffled(key, self.num_cards, SUITS))
+
+    def step_env(self, key: jax.Array, state: Deal, action: jax.Array,
+                 params: DealParams) -> Transition:
+        """Score the named suit, then show the next card."""
+        suit, scored = self._asked(state)
+        points = 1.0 / self.scored_steps
+        reward = jnp.where(scored, jnp.where(action == suit, points, -points), 0.0)
         state = state.replace(time=state.time + 1)
-        return self.get_obs(state), state, reward, self.is_terminated(state, params), {}
+        return (self.get_obs(state), state, reward.astype(jnp.float32),
+                self.is_terminated(state, params), {})
 
-    def _shown(self, time: jax.Array) -> jax.Array:
-        """popjym's `time % n`: the last observation shows the first card again."""
-        return time % self.num_cards
+    def get_obs(self, state: Deal, params: Any = None, key: Any = None) -> jax.Array:
+        """The suit of the card on show, one-hot: float32 [4]."""
+        return _one_hot(state.suits[state.time], SUITS)
+
+    def observation_space(self, params: Any) -> spaces.Box:
+        """A one-hot suit, float32 [4]."""
+        return spaces.Box(0.0, 1.0, (SUITS,), jnp.float32)
+
+    def action_space(self, params: Any = None) -> spaces.Discrete:
+        """The suit named, 0..3."""
+        return spaces.Discrete(SUITS)
 
 
-class RepeatPrevious(_CardEnv):
-    """Each step from the k-th on, name the suit of the card shown k steps ago: +-1/(n-k).
+class RepeatFirst(_SuitTask):
+    """Name the first card's suit on every step: +-1/(n-1) a step, n-1 steps for n cards.
 
-    The first k steps score 0, so a perfect episode of n cards returns exactly 1.
+    The first card is on show when the first answer is asked for, so step 0 is easy and the
+    rest need the first suit remembered. Levels: 1, 8 and 16 decks.
+    """
+
+    def __init__(self, num_decks: int = 1) -> None:
+        super().__init__(num_decks)
+
+    @property
+    def scored_steps(self) -> int:
+        """Every step."""
+        return self.episode_length
+
+    def _asked(self, state: Deal) -> tuple[jax.Array, jax.Array]:
+        """The first card's suit, always scored."""
+        return state.suits[0], jnp.bool_(True)
+
+
+class RepeatPrevious(_SuitTask):
+    """Name the suit of the k-th most recent card, counting the card on show as the first.
+
+    Answers count from the step on which the k-th card is on show (step k-1, steps counted
+    from 0) to the end: n-k scored steps of +-1/(n-k) each; earlier steps pay 0. This is
+    popgym's reading of "k steps back": k=1 asks for the card on show, k=4 for the one shown
+    three steps before it. Levels: (1 deck, k=4), (2, 32), (3, 64).
     """
 
     def __init__(self, num_decks: int = 1, k: int = 4) -> None:
         super().__init__(num_decks)
-        _at_least("k", k, 1)
-        if k >= self.num_cards:
-            raise ValueError(f"k must be below the {self.num_cards} cards dealt, got {k}")
+        _require(1 <= k < self.num_cards,
+                 f"k must be in 1..{self.num_cards - 1} for {self.num_cards} cards, got {k}")
         self.k = k
 
-    def step_env(self, key: jax.Array, state: CardState, action: jax.Array,
-                 params: EnvParams) -> StepOut:
-        """Score the action against the card k steps back (0 before k) and deal the next."""
-        scale = 1.0 / (self.num_cards - self.k)
-        target = state.cards[jnp.maximum(state.time - self.k, 0)]
-        reward = jnp.where(state.time < self.k, 0.0, jnp.where(target == action, scale, -scale))
-        state = state.replace(time=state.time + 1)
-        return self.get_obs(state), state, reward, self.is_terminated(state, params), {}
+    @property
+    def scored_steps(self) -> int:
+        """Steps k-1 .. n-2."""
+        return self.num_cards - self.k
 
-    def _shown(self, time: jax.Array) -> jax.Array:
-        """The last observation repeats the last card (popjym's clamped gather)."""
-        return jnp.minimum(time, self.num_cards - 1)
+    def _asked(self, state: Deal) -> tuple[jax.Array, jax.Array]:
+        """The card k-1 places before the one on show, scored once it exists."""
+        back = state.time - (self.k - 1)
+        return state.suits[jnp.maximum(back, 0)], back >= 0
 
 
-class CountRecall(_PopGymEnv):
-    """Each step a value card and a query card are dealt; answer how many value cards of the
-    queried type were dealt before this step: +-1/n per step, a perfect episode returns 1.
+class CountRecall(_CardTask):
+    """Each step shows a value card and a query card; answer how many value cards of the
+    queried type have been shown so far, this step's included: +-1/(n-1) a step.
 
-    Observation float32 [2 * num_types]: the value card's type one-hot, then the query's.
+    Cards come in `num_types` types, dealt as evenly as the deck allows (POPGym's levels use
+    colours, suits and ranks: 2, 4 and 13 types of 1, 2 and 4 decks). The answer is an action
+    0..max_count, max_count being the most cards of one type in the deck (26, 26, 16 at the
+    three levels). Observation float32 [2 * num_types]: the value card's type one-hot, then
+    the query card's.
     """
 
     def __init__(self, num_decks: int = 1, num_types: int = 2) -> None:
-        super().__init__()
-        _at_least("num_decks", num_decks, 1)
-        _at_least("num_types", num_types, 1)
-        self.num_decks = num_decks
+        super().__init__(num_decks)
+        _require(num_types >= 1, f"num_types must be >= 1, got {num_types}")
         self.num_types = num_types
-        self.num_cards = DECK_SIZE * num_decks
-        # The largest count a query can ask about: the most cards any one type has.
-        self.max_count = -(-self.num_cards // num_types)
+        self.max_count = -(-self.num_cards // num_types)  # ceil(n / num_types)
 
-    @property
-    def episode_length(self) -> int:
-        """One step per card."""
-        return self.num_cards
-
-    def step_env(self, key: jax.Array, state: CountState, action: jax.Array,
-                 params: EnvParams) -> StepOut:
-        """Score the answer against the queried type's count so far, then count the value card."""
-        scale = 1.0 / self.num_cards
-        answer = state.counts[state.query_cards[state.time]]
-        reward = jnp.where(action == answer, scale, -scale)
-        counts = state.counts.at[state.value_cards[state.time]].add(1)
-        state = state.replace(time=state.time + 1, counts=counts)
-        return self.get_obs(state), state, reward, self.is_terminated(state, params), {}
-
-    def reset_env(self, key: jax.Array, params: EnvParams) -> tuple[jax.Array, CountState]:
-        """Shuffle both decks (popjym's key split) and show their first cards."""
-        _, key_value, key_query = jax.random.split(key, 3)
-        state = CountState(time=jnp.int32(0),
-                           value_cards=_dealt(key_value, self.num_cards, self.num_types),
-                           query_cards=_dealt(key_query, self.num_cards, self.num_types),
-                           counts=jnp.zeros((self.num_types,), jnp.int32))
+    def start(self, values: jax.Array, queries: jax.Array) -> tuple[jax.Array, CountDeal]:
+        """An episode on the deals `values` and `queries` (int [num_cards] types, in dealing
+        order), their first cards on show and the first value card tallied: the observation
+        and the state. `reset_env` deals two shuffled decks this way."""
+        values = jnp.asarray(values, jnp.int32)
+        state = CountDeal(values=values, queries=jnp.asarray(queries, jnp.int32),
+                          shown=jnp.zeros((self.num_types,), jnp.int32).at[values[0]].set(1),
+                          time=jnp.int32(0))
         return self.get_obs(state), state
 
-    def get_obs(self, state: CountState, params: Any = None, key: Any = None) -> jax.Array:
-        """[value type one-hot, query type one-hot] at `time` (past the end: the last cards)."""
-        t = jnp.minimum(state.time, self.num_cards - 1)
-        return jnp.concatenate([jax.nn.one_hot(state.value_cards[t], self.num_types),
-                                jax.nn.one_hot(state.query_cards[t], self.num_types)])
+    def reset_env(self, key: jax.Array, params: DealParams) -> tuple[jax.Array, CountDeal]:
+        """Shuffle the value and the query deck independently and start on them."""
+        key_values, key_queries = jax.random.split(key)
+        return self.start(_shuffled(key_values, self.num_cards, self.num_types),
+                          _shuffled(key_queries, self.num_cards, self.num_types))
 
-    def action_space(self, params: Any = None) -> spaces.Discrete:
-        """Answer a count 0..max_count (popjym's Discrete(2) cannot answer above 1)."""
-        return spaces.Discrete(self.max_count + 1)
+    def step_env(self, key: jax.Array, state: CountDeal, action: jax.Array,
+                 params: DealParams) -> Transition:
+        """Score the answer to the query on show, then show the next pair and tally it."""
+        truth = state.shown[state.queries[state.time]]
+        points = 1.0 / self.episode_length
+        reward = jnp.where(action == truth, points, -points).astype(jnp.float32)
+        time = state.time + 1
+        state = state.replace(shown=state.shown.at[state.values[time]].add(1), time=time)
+        return self.get_obs(state), state, reward, self.is_terminated(state, params), {}
+
+    def get_obs(self, state: CountDeal, params: Any = None, key: Any = None) -> jax.Array:
+        """[value type one-hot, query type one-hot]: float32 [2 * num_types]."""
+        return jnp.concatenate([_one_hot(state.values[state.time], self.num_types),
+                                _one_hot(state.queries[state.time], self.num_types)])
 
     def observation_space(self, params: Any) -> spaces.Box:
-        """Two one-hot card types."""
+        """Two one-hot types, float32 [2 * num_types]."""
         return spaces.Box(0.0, 1.0, (2 * self.num_types,), jnp.float32)
 
+    def action_space(self, params: Any = None) -> spaces.Discrete:
+        """The count answered, 0..max_count."""
+        return spaces.Discrete(self.max_count + 1)
 
-class StatelessCartPole(_PopGymEnv):
-    """CartPole-v1 seeing only [x, theta] (no velocities), popjym's NoisyStatelessCartPole.
 
-    +1/max_steps_in_episode per step, so a full episode returns 1; reaching
-    `max_steps_in_episode` terminates (as in popjym), as does the pole or cart leaving its
-    bounds. `noise_sigma` adds Gaussian noise to the observation (popjym's Noisy levels).
+class StatelessCartPole(environment.Environment):
+    """CartPole-v1 observed through [x, theta] only: the velocities must be inferred.
+
+    The physics and the bounds (|x| <= 2.4, |theta| <= 12 degrees) are gymnax's CartPole-v1,
+    which this task steps underneath and whose EnvParams it takes; the start is CartPole-v1's
+    (x, x_dot, theta, theta_dot uniform in [-0.05, 0.05]). Every step pays
+    1/max_steps_in_episode, the one on which the pole falls included, so an episode that lasts
+    the whole limit returns 1. Leaving the bounds terminates; reaching the limit truncates.
+    Levels: 200, 400 and 600 steps. With `noise_sigma` > 0 the observation gets Gaussian noise
+    of that standard deviation, clipped to the observation bounds (POPGym's
+    NoisyPositionOnlyCartPole); the levels have none. Without noise the observation needs no
+    clipping: the episode ends before x or theta can reach twice its bound.
     """
 
     def __init__(self, max_steps_in_episode: int = 200, noise_sigma: float = 0.0) -> None:
         super().__init__()
-        _at_least("max_steps_in_episode", max_steps_in_episode, 1)
-        if not noise_sigma >= 0.0:
-            raise ValueError(f"noise_sigma must be >= 0, got {noise_sigma}")
+        _require(max_steps_in_episode >= 1,
+                 f"max_steps_in_episode must be >= 1, got {max_steps_in_episode}")
+        _require(noise_sigma >= 0.0, f"noise_sigma must be >= 0, got {noise_sigma}")
         self.max_steps_in_episode = max_steps_in_episode
         self.noise_sigma = noise_sigma
+        self.full = cartpole.CartPole()
 
     @property
-    def episode_length(self) -> int:
-        """The step at which a balanced episode terminates."""
-        return self.max_steps_in_episode
+    def default_params(self) -> cartpole.EnvParams:
+        """CartPole-v1's physics with this level's time limit."""
+        return cartpole.EnvParams(max_steps_in_episode=self.max_steps_in_episode)
 
-    @property
-    def default_params(self) -> CartPoleParams:
-        """popjym's physics with gymnax's time limit at the episode length."""
-        return CartPoleParams(max_steps_in_episode=self.max_steps_in_episode)
-
-    def step_env(self, key: jax.Array, state: CartPoleState, action: jax.Array,
-                 params: CartPoleParams) -> StepOut:
-        """One Euler step of the cart-pole (popjym's, i.e. gymnax CartPole-v1's dynamics)."""
-        prev_terminal = self.is_terminated(state, params)
-        force = params.force_mag * action - params.force_mag * (1 - action)
-        costheta, sintheta = jnp.cos(state.theta), jnp.sin(state.theta)
-        temp = (force + params.polemass_length * state.theta_dot**2 * sintheta
-                ) / params.total_mass
-        thetaacc = (params.gravity * sintheta - costheta * temp) / (
-            params.length * (4.0 / 3.0 - params.masspole * costheta**2 / params.total_mass))
-        xacc = temp - params.polemass_length * thetaacc * costheta / params.total_mass
-        state = CartPoleState(x=state.x + params.tau * state.x_dot,
-                              x_dot=state.x_dot + params.tau * xacc,
-                              theta=state.theta + params.tau * state.theta_dot,
-                              theta_dot=state.theta_dot + params.tau * thetaacc,
-                              time=state.time + 1)
-        # popjym's reward: -1 for a step taken from a terminal state (never, with auto-reset).
-        reward = jnp.where(jnp.isclose(1.0 - prev_terminal, 0), -1.0,
-                           1.0 / self.max_steps_in_episode)
-        obs = jax.lax.stop_gradient(self.get_obs(state, params, key))
-        return obs, jax.lax.stop_gradient(state), reward, self.is_terminated(state, params), {}
-
-    def reset_env(self, key: jax.Array, params: CartPoleParams
-                  ) -> tuple[jax.Array, CartPoleState]:
-        """Start near upright: x, x_dot, theta, theta_dot uniform in [-0.05, 0.05] (as gymnax)."""
-        init = jax.random.uniform(key, minval=-0.05, maxval=0.05, shape=(4,))
-        key, _ = jax.random.split(key)
-        state = CartPoleState(x=init[0], x_dot=init[1], theta=init[2], theta_dot=init[3],
-                              time=jnp.int32(0))
+    def start(self, full_state: jax.Array, params: cartpole.EnvParams, key: jax.Array
+              ) -> tuple[jax.Array, cartpole.EnvState]:
+        """An episode from `full_state` = [x, x_dot, theta, theta_dot] (float [4]): the
+        observation (noise drawn from `key`) and the state."""
+        x, x_dot, theta, theta_dot = jnp.asarray(full_state, jnp.float32)
+        state = cartpole.EnvState(x=x, x_dot=x_dot, theta=theta, theta_dot=theta_dot,
+                                  time=jnp.int32(0))
         return self.get_obs(state, params, key), state
 
-    def get_obs(self, state: CartPoleState, params: CartPoleParams, key: jax.Array
-                ) -> jax.Array:
-        """[x, theta] float32 [2], plus noise, clipped to the observation bounds."""
-        obs = (jnp.array([state.x, state.theta])
-               + jax.random.normal(key, shape=(2,)) * self.noise_sigma)
-        space = self.observation_space(params)
-        return jnp.clip(obs, space.low, space.high)
+    def reset_env(self, key: jax.Array, params: cartpole.EnvParams
+                  ) -> tuple[jax.Array, cartpole.EnvState]:
+        """CartPole-v1's start: all four state variables uniform in [-0.05, 0.05]."""
+        key_start, key_noise = jax.random.split(key)
+        return self.start(jax.random.uniform(key_start, (4,), minval=-0.05, maxval=0.05),
+                          params, key_noise)
 
-    def is_terminated(self, state: CartPoleState, params: CartPoleParams) -> jax.Array:
-        """The cart or pole out of bounds, or `max_steps_in_episode` steps taken (popjym's)."""
-        out_x = jnp.logical_or(state.x < -params.x_threshold, state.x > params.x_threshold)
-        out_theta = jnp.logical_or(state.theta < -params.theta_threshold_radians,
-                                   state.theta > params.theta_threshold_radians)
-        return jnp.logical_or(jnp.logical_or(out_x, out_theta),
-                              state.time >= self.max_steps_in_episode)
+    def step_env(self, key: jax.Array, state: cartpole.EnvState, action: jax.Array,
+                 params: cartpole.EnvParams) -> Transition:
+        """One CartPole-v1 step; the reward is the same for every step taken."""
+        _, state, _, fell, _ = self.full.step_env(key, state, action, params)
+        reward = jnp.float32(1.0 / self.max_steps_in_episode)
+        return self.get_obs(state, params, key), state, reward, fell, {}
+
+    def get_obs(self, state: cartpole.EnvState, params: cartpole.EnvParams,
+                key: jax.Array) -> jax.Array:
+        """[x, theta] float32 [2], plus the observation noise (if any), within the bounds."""
+        seen = jnp.stack([state.x, state.theta]).astype(jnp.float32)
+        if self.noise_sigma > 0.0:
+            bounds = self.observation_space(params)
+            seen = jnp.clip(seen + self.noise_sigma * jax.random.normal(key, (2,)),
+                            bounds.low, bounds.high)
+        return seen
+
+    def is_terminated(self, state: cartpole.EnvState, params: cartpole.EnvParams
+                      ) -> jax.Array:
+        """The cart or the pole out of bounds."""
+        return self.full.is_terminated(state, params)
+
+    def observation_space(self, params: cartpole.EnvParams) -> spaces.Box:
+        """x and theta, each within twice its termination bound: float32 [2]."""
+        high = jnp.array([2.0 * params.x_threshold, 2.0 * params.theta_threshold_radians],
+                         jnp.float32)
+        return spaces.Box(-high, high, (2,), jnp.float32)
 
     def action_space(self, params: Any = None) -> spaces.Discrete:
-        """Push left (0) or right (1)."""
+        """Push the cart left (0) or right (1)."""
         return spaces.Discrete(2)
 
-    def observation_space(self, params: CartPoleParams) -> spaces.Box:
-        """x and theta within twice their termination bounds."""
-        high = jnp.array([params.x_threshold * 2, params.theta_threshold_radians * 2])
-        return spaces.Box(-high, high, (2,), dtype=jnp.float32)
 
-
-# name -> (task class, its level's constructor arguments): popjym's levels.
-PRESETS: dict[str, tuple[type, dict[str, Any]]] = {
-    "RepeatFirstEasy-popgym": (RepeatFirst, {"num_decks": 1}),
-    "RepeatFirstMedium-popgym": (RepeatFirst, {"num_decks": 8}),
-    "RepeatFirstHard-popgym": (RepeatFirst, {"num_decks": 16}),
-    "RepeatPreviousEasy-popgym": (RepeatPrevious, {"num_decks": 1, "k": 4}),
-    "RepeatPreviousMedium-popgym": (RepeatPrevious, {"num_decks": 2, "k": 32}),
-    "RepeatPreviousHard-popgym": (RepeatPrevious, {"num_decks": 3, "k": 64}),
-    "CountRecallEasy-popgym": (CountRecall, {"num_decks": 1, "num_types": 2}),
-    "CountRecallMedium-popgym": (CountRecall, {"num_decks": 2, "num_types": 4}),
-    "CountRecallHard-popgym": (CountRecall, {"num_decks": 4, "num_types": 13}),
-    "StatelessCartPoleEasy-popgym": (StatelessCartPole, {"max_steps_in_episode": 200}),
-    "StatelessCartPoleMedium-popgym": (StatelessCartPole, {"max_steps_in_episode": 400}),
-    "StatelessCartPoleHard-popgym": (StatelessCartPole, {"max_steps_in_episode": 600}),
+# Registered name -> (task, the level's constructor arguments): the paper's levels.
+PRESETS: dict[str, tuple[type[environment.Environment], dict[str, Any]]] = {
+    **{f"RepeatFirst{level}-popgym": (RepeatFirst, {"num_decks": decks})
+       for level, decks in (("Easy", 1), ("Medium", 8), ("Hard", 16))},
+    **{f"RepeatPrevious{level}-popgym": (RepeatPrevious, {"num_decks": decks, "k": k})
+       for level, decks, k in (("Easy", 1, 4), ("Medium", 2, 32), ("Hard", 3, 64))},
+    **{f"CountRecall{level}-popgym": (CountRecall, {"num_decks": decks, "num_types": types})
+       for level, decks, types in (("Easy", 1, 2), ("Medium", 2, 4), ("Hard", 4, 13))},
+    **{f"StatelessCartPole{level}-popgym": (StatelessCartPole, {"max_steps_in_episode": steps})
+       for level, steps in (("Easy", 200), ("Medium", 400), ("Hard", 600))},
 }
 
 
 def make(name: str, **params: Any) -> gymnax_env.GymnaxEnv:
-    """Preset `name` as our env: constructor knobs in `params` override the level's, the rest
-    replace EnvParams fields (checked first, one-line `EnvParamError`s, as for gymnax ids)."""
-    env_class, level = PRESETS[name]
+    """The registered task `name` as our env.
+
+    `params` holds constructor knobs, which replace the level's, and EnvParams fields (e.g.
+    `max_steps_in_episode` of a card task, `force_mag` of the cart-pole); names and values are
+    checked before anything is built and a bad one is a one-line `EnvParamError`.
+    """
+    task, level = PRESETS[name]
 
     def construct(**knobs: Any) -> environment.Environment:
-        """The level's task with the given knobs replacing the level's."""
-        return env_class(**{**level, **knobs})
+        """The task at this level, with `knobs` replacing the level's settings."""
+        return task(**{**level, **knobs})
 
-    return gymnax_env.build(name, env_class, construct, params)
+    return gymnax_env.build(name, task, construct, params)
