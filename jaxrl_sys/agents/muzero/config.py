@@ -108,6 +108,16 @@ class Config(RolloutBudget):
         return max(0, self.num_iterations - self.warmup_iterations) * self.updates_per_iteration
 
     @property
+    def replay_reuse(self) -> float:
+        """How many times, on average, the learner trains on each stored step as a position
+        of its unrolls: every iteration stores `num_envs` steps and reads `batch_size` rows
+        of `unroll_steps + 1` positions `updates_per_iteration` times (uniform sampling; a
+        full replay drops rows as fast as it stores them). Monte-Carlo value targets of a
+        board game overfit their replay when this is large."""
+        return (self.updates_per_iteration * self.batch_size * (self.unroll_steps + 1)
+                / self.num_envs)
+
+    @property
     def learns_rules(self) -> bool:
         """Whether the learned model has rule heads (the env model knows the rules)."""
         return self.rule_heads and self.model == "learned"
