@@ -1,7 +1,9 @@
 """The training driver: K iterations per compiled call, then back to Python for logging.
 
 The next chunk is dispatched before the previous chunk's metrics are fetched, so the device
-never waits for the host's logging.
+never waits for the host's logging. Each chunk is timed from its own start (its dispatch, or
+the previous chunk's end if it queued behind it) to its own end, stamped as its outputs become
+ready: when the host fetches a chunk's metrics says nothing of how long the chunk took.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 
 from jaxrl_sys.core.types import PyTree
 from jaxrl_sys.runtime.execution import STATE_FINITE, Carry, Runner
-from jaxrl_sys.runtime.waiting import fetch, in_thread, wait_ready
+from jaxrl_sys.runtime.waiting import DoneClock, fetch, in_thread, wait_ready
 
 
 @dataclasses.dataclass
@@ -31,6 +33,8 @@ class ChunkSummary:
     eval_returns: Optional[np.ndarray] = None  # [seeds] greedy evaluation at the chunk's end
     state_finite: Optional[np.ndarray] = None  # [seeds] every float in the agent state finite
     final_values: dict = dataclasses.field(default_factory=dict)  # metric -> [seeds], last iteration
+    seconds: Optional[float] = None  # the chunk's own time, from its start to its end
+    done_at: Optional[float] = None  # time.perf_counter() when the chunk ended
 
     @property
     def mean_return(self) -> float:
@@ -150,7 +154,9 @@ def train(
     `adapt(chunk, carry) -> carry` (population training) runs after every `adapt_every`-th
     chunk but the last, once that chunk's `on_chunk` has run, and before its checkpoint.
     Chunk c+1 is dispatched before chunk c's metrics are fetched, except where a checkpoint
-    or an adaptation is due. Compilation is done ahead of time and timed separately.
+    or an adaptation is due. Compilation is done ahead of time and timed separately. Each
+    summary's `seconds` is its chunk's own time: from the later of its dispatch and the
+    previous chunk's end to its own end, so a checkpoint between chunks is in neither.
     """
     start = time.perf_counter()
     carry = in_thread(lambda: runner.init(seeds)) if carry is None else carry
@@ -160,9 +166,14 @@ def train(
 
     history: list[ChunkSummary] = []
     train_start = time.perf_counter()
+    last_end = train_start  # when the previous chunk ended
 
-    def handle(chunk: int, metrics: dict) -> bool:
+    def handle(chunk: int, metrics: dict, dispatched: float, clock: DoneClock) -> bool:
+        nonlocal last_end
         summary = summarize(chunk, runner.iters_per_chunk, metrics)
+        end = clock.done_at()
+        summary.seconds, summary.done_at = end - max(dispatched, last_end), end
+        last_end = end
         check(summary)
         history.append(summary)
         return on_chunk is not None and on_chunk(summary, time.perf_counter() - train_start)
@@ -170,10 +181,12 @@ def train(
     pending = None
     stop = False
     for chunk in range(start_chunk, num_chunks):
+        dispatched = time.perf_counter()
         carry, metrics = run_chunk(carry)
+        clock = DoneClock(metrics)
         if pending is not None:
             stop = handle(*pending)
-        pending = (chunk, metrics)
+        pending = (chunk, metrics, dispatched, clock)
         due = on_checkpoint is not None and (
             (checkpoint_every > 0 and (chunk + 1) % checkpoint_every == 0)
             or chunk == num_chunks - 1 or stop

@@ -2,7 +2,10 @@
 any extra sinks (W&B: jaxrl_sys/wandb_log.py).
 
 The driver calls `RunLogger.log` once per compiled chunk, on the host, so nothing here runs inside
-compiled code. Steps/s is measured between calls; `reset_clock` keeps compile time out of it.
+compiled code. Steps/s is the chunk's own time where the caller gives it (`seconds`, `at`: the
+driver times each chunk from its start to its end on the device, as the host may fetch two
+chunks' metrics back to back); otherwise it is measured between calls, and `reset_clock` keeps
+compile time out of it.
 """
 
 from __future__ import annotations
@@ -123,13 +126,18 @@ class RunLogger:
             self._bar.n = self._bar.last_print_n = steps
             self._bar.refresh()
 
-    def log(self, env_steps: int, metrics: Mapping[str, Any]) -> None:
-        """Record `metrics` at `env_steps`: one JSONL line, TensorBoard scalars and the bar."""
+    def log(self, env_steps: int, metrics: Mapping[str, Any], *, seconds: Optional[float] = None,
+            at: Optional[float] = None) -> None:
+        """Record `metrics` at `env_steps`: one JSONL line, TensorBoard scalars and the bar.
+
+        `seconds`: how long the steps since the last record took (default: the time since
+        it); `at`: the `time.perf_counter()` they ended at, the record's wall time (default:
+        now)."""
         if self._closed:
             raise RuntimeError("RunLogger.log called after close()")
         env_steps = int(env_steps)
-        now = time.perf_counter()
-        elapsed = now - self._last_time
+        now = time.perf_counter() if at is None else at
+        elapsed = now - self._last_time if seconds is None else seconds
         rate = (env_steps - self._last_steps) / elapsed if elapsed > 0 else None
         record: dict[str, Scalar] = {
             "env_steps": env_steps,

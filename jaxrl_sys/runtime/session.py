@@ -58,7 +58,8 @@ class RunOutcome:
 class _SilentLogger:
     """The logger of processes other than 0: they compute, process 0 writes."""
 
-    def log(self, env_steps: int, metrics: dict) -> None:
+    def log(self, env_steps: int, metrics: dict, *, seconds: Optional[float] = None,
+            at: Optional[float] = None) -> None:
         pass
 
     def reset_clock(self, env_steps: Optional[int] = None, elapsed: float = 0.0) -> None:
@@ -139,7 +140,7 @@ class Session:
             "min_return": float(returns.min()) if returns.size else float("nan"),
             "max_return": float(returns.max()) if returns.size else float("nan"),
             **summary.scalars,
-        })
+        }, seconds=summary.seconds, at=summary.done_at)
         measured = (float(np.mean(summary.eval_returns)) if summary.eval_returns is not None
                     else summary.mean_return)
         if self.threshold is not None and not self.solved_at and measured >= self.threshold:

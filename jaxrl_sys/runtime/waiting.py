@@ -74,6 +74,34 @@ def fetch(tree: Any) -> Any:
     return jax.device_get(wait_ready(tree))
 
 
+class DoneClock:
+    """When a dispatched computation finished: a daemon thread blocks on its outputs and stamps
+    `time.perf_counter()` as they become ready, whatever the caller's thread is doing then (a
+    checkpoint, logging, or a dispatch that blocks until earlier work is done)."""
+
+    def __init__(self, tree: Any) -> None:
+        self._done = threading.Event()
+        self._at = 0.0
+        threading.Thread(target=self._stamp, args=(tree,), name="jaxrl-done-clock",
+                         daemon=True).start()
+
+    def _stamp(self, tree: Any) -> None:
+        import jax
+
+        try:
+            jax.block_until_ready(tree)
+        except Exception:  # a failed computation: its error surfaces where the caller fetches
+            pass
+        self._at = time.perf_counter()
+        self._done.set()
+
+    def done_at(self) -> float:
+        """The `time.perf_counter()` at which the outputs were ready (waits interruptibly)."""
+        while not self._done.wait(_POLL_SECONDS):
+            check_interrupt()
+        return self._at
+
+
 def in_thread(fn: Callable[[], T]) -> T:
     """`fn()` run in a daemon thread while this one waits interruptibly (for compilation:
     on Ctrl-C the process leaves without waiting for the compiler)."""
