@@ -1,9 +1,11 @@
-"""The README stays short and true to the package, and the docs site stays whole: every agent
-in the README's table, every docs page in mkdocs.yml's nav, every README link into docs/ to a
-file that exists, the README's test command the one CI runs, and `mkdocs build --strict`."""
+"""The README stays short and true to the package, and the docs site stays whole: the agent
+tables and agent counts of the README and docs are the registry's, every docs page in
+mkdocs.yml's nav, every README link into docs/ to a file that exists, the README's test command
+the one CI runs, and `mkdocs build --strict`."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import subprocess
@@ -12,12 +14,16 @@ from pathlib import Path
 
 import yaml
 
-from jaxrl_sys.agents import AGENTS
+from jaxrl_sys.agents import names
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 MAX_README_LINES = 250
+NUMBER_WORDS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen "
+                "fourteen fifteen sixteen seventeen eighteen nineteen twenty").split()
+# "Ten agents (PPO, DQN, ..., MuZero/AlphaZero, ...)": a count of the registry and its list
+AGENT_COUNT = re.compile(rf"\b({'|'.join(NUMBER_WORDS)}|\d+) agents \(([^)]*)\)", re.I)
 TEST_COMMAND = 'pip install -e ".[dev]" && python -m pytest'
 
 
@@ -28,11 +34,27 @@ def _section(markdown: str, heading: str) -> str:
     return match.group(1)
 
 
+def _table_first_cells(text: str) -> list[str]:
+    """The first cell of every body row of the first markdown table in `text`."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    rows = list(itertools.takewhile(lambda line: line.startswith("|"), lines[start:]))
+    return [row.split("|")[1].strip() for row in rows[2:]]
+
+
 def _table_first_column(text: str) -> list[str]:
     """The names in the first cell of every body row of the first markdown table in `text`,
     unquoted (a cell may name several: "`mappo`, `ippo`")."""
-    rows = [line for line in text.splitlines() if line.startswith("|")]
-    return [name.strip().strip("`") for row in rows[2:] for name in row.split("|")[1].split(",")]
+    return [name.strip().strip("`") for cell in _table_first_cells(text)
+            for name in cell.split(",")]
+
+
+def _registry_names(listed: str) -> list[str]:
+    """Registry names of agents as the prose writes them: "MAPPO, IPPO" -> mappo, ippo;
+    "MuZero/AlphaZero" -> muzero (AlphaZero is a MuZero mode); parentheses ("PPO
+    (`jaxrl_sys/agents/ppo/`)") are left out."""
+    return [name.split("/")[0].strip().lower()
+            for name in re.sub(r"\(.*?\)", "", listed).split(",")]
 
 
 def _nav_pages(nav: list) -> list[str]:
@@ -54,10 +76,35 @@ def test_readme_is_at_most_250_lines():
     assert lines <= MAX_README_LINES, f"README.md has {lines} lines; the detail goes to docs/"
 
 
-def test_every_registered_agent_is_in_the_readmes_agent_table():
+def test_the_readmes_agent_table_is_the_registry():
+    """One row per registered agent (or per agent and its variant), none that is not one."""
     agents = _table_first_column(_section(README.read_text(encoding="utf-8"), "Agents"))
-    assert set(AGENTS) <= set(agents), f"missing from README's agent table: " \
-                                      f"{sorted(set(AGENTS) - set(agents))}"
+    assert sorted(agents) == sorted(names()), (
+        f"README's agent table {sorted(agents)} is not jaxrl_sys.agents.names() {sorted(names())}")
+
+
+def test_the_docs_agent_table_is_the_registry():
+    """docs/agents-and-envs.md's first table: "PPO (`jaxrl_sys/agents/ppo/`)", "MAPPO, IPPO
+    (...)"; its agents are the registry's."""
+    cells = _table_first_cells((DOCS / "agents-and-envs.md").read_text(encoding="utf-8"))
+    agents = [name for cell in cells for name in _registry_names(cell)]
+    assert sorted(agents) == sorted(names()), (
+        f"docs/agents-and-envs.md's agent table {sorted(agents)} is not "
+        f"jaxrl_sys.agents.names() {sorted(names())}")
+
+
+def test_the_agent_counts_of_the_readme_and_the_docs_home_are_the_registrys():
+    """"N agents (A, B, ...)" in README.md and docs/index.md: N is the number of registered
+    agents and the list names each of them once."""
+    for page in (README, DOCS / "index.md"):
+        found = AGENT_COUNT.findall(page.read_text(encoding="utf-8"))
+        assert found, f"{page.name}: no 'N agents (A, B, ...)' sentence"
+        for count, listed in found:
+            number = int(count) if count.isdigit() else NUMBER_WORDS.index(count.lower())
+            assert number == len(names()), (
+                f"{page.name} says '{count} agents'; {len(names())} are registered")
+            assert sorted(_registry_names(listed)) == sorted(names()), (
+                f"{page.name} lists agents ({listed}), not the registry's {names()}")
 
 
 def test_every_docs_page_is_in_the_nav_and_every_nav_page_exists():
