@@ -1,7 +1,7 @@
 """The Python API in one place: `run` and `sweep` with this package's agents and envs.
 
 `jaxrl_sys.runtime` takes the agent loader and env registry from its caller (it never imports
-agents or envs); these wrappers hand in `jaxrl_sys.agents.load` and `jaxrl_sys.envs` unless the
+agents or envs); these wrappers hand in `jaxrl_sys.agents.catalog` and `jaxrl_sys.envs` unless the
 caller gives others (a registry with a user's own envs, an agent of one's own).
 """
 
@@ -17,27 +17,7 @@ def _defaults(load_agent: Optional[Callable[[str], Any]],
               registry: Optional[EnvRegistry]) -> tuple[Callable[[str], Any], EnvRegistry]:
     from jaxrl_sys import agents, envs
 
-    return load_agent or agents.load, registry or envs
-
-
-def check_pairing(spec: RunSpec, load_agent: Callable[[str], Any], registry: EnvRegistry) -> None:
-    """Refuse, in one line, an agent without self-play on a two-player game (`TicTacToe-v0`,
-    `pgx:*`): it would play both sides as one agent and ignore the legal-move masks. Reads only
-    names and params: no env is built and no device touched."""
-    from jaxrl_sys import agents
-    from jaxrl_sys.core.config import split_env_overrides
-    from jaxrl_sys.runtime.cli import UsageError
-
-    module = load_agent(spec.agent)
-    env_name = spec.env or module.DEFAULT_ENV
-    _, env_kwargs = split_env_overrides(list(spec.overrides))
-    num_players = getattr(registry, "num_players", lambda name, **params: 1)
-    if module.SELF_PLAY or num_players(env_name, **env_kwargs) < 2:
-        return
-    players = [name for name in agents.names() if agents.load(name).SELF_PLAY]
-    raise UsageError(f"{env_name} is a two-player game, which agent {spec.agent!r} does not play "
-                     "(no self-play, no legal-move masks); train it with "
-                     + " or ".join(f"--agent {name}" for name in players))
+    return load_agent or agents.catalog, registry or envs
 
 
 def run(spec: RunSpec, load_agent: Optional[Callable[[str], Any]] = None,
@@ -48,7 +28,6 @@ def run(spec: RunSpec, load_agent: Optional[Callable[[str], Any]] = None,
     from jaxrl_sys.runtime.session import run as run_session
 
     load_agent, registry = _defaults(load_agent, registry)
-    check_pairing(spec, load_agent, registry)
     return run_session(spec, load_agent, registry, resume=resume, **kwargs)
 
 
@@ -59,7 +38,6 @@ def sweep(spec: RunSpec, load_agent: Optional[Callable[[str], Any]] = None,
     from jaxrl_sys.runtime.sweeps import sweep as run_sweep
 
     load_agent, registry = _defaults(load_agent, registry)
-    check_pairing(spec, load_agent, registry)
     return run_sweep(spec, load_agent, registry, resume=resume)
 
 

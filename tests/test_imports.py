@@ -3,7 +3,8 @@ between modules (top level or inside functions), and imports that follow the lay
 
     core      imports nothing of ours but core
     envs      core, envs
-    agents    core, agents
+    agents    core, agents: an agent its own package and the families
+              (jaxrl_sys.agents.families), never another agent; families core and families
     runtime   core, runtime         (the caller hands agents and envs in)
     tools     core, runtime, tools
     commands  anything (the entry points wire agents and envs into the run machinery);
@@ -111,6 +112,27 @@ def test_imports_follow_the_layers():
         if allowed is None:  # commands, the Python API and the package's lazy facade
             continue
         wrong = sorted(m for m in edges if m != "jaxrl_sys" and _layer(m) not in allowed)
+        if wrong:
+            offending[name] = wrong
+    assert offending == {}
+
+
+def _agent_package(module: str) -> str:
+    """`jaxrl_sys.agents.ppo.agent` -> "ppo"; the registry (`jaxrl_sys.agents`) -> ""."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "agents" else ""
+
+
+def test_no_agent_imports_another_agent():
+    """What agents share lives in the families (`jaxrl_sys.agents.families`), which import
+    core and themselves only: an agent imports core, the families and its own package."""
+    offending = {}
+    for name, edges in _graph().items():
+        own = _agent_package(name)
+        if not own:
+            continue
+        allowed = {own, "families"} if own != "families" else {"families"}
+        wrong = sorted(m for m in edges if _layer(m) == "agents" and _agent_package(m) not in allowed)
         if wrong:
             offending[name] = wrong
     assert offending == {}

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from jaxrl_sys import agents
+from jaxrl_sys.core.types import HostAgentDef
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENTS_DIR = ROOT / "jaxrl_sys" / "agents"
@@ -39,11 +40,30 @@ def _package(name: str) -> Path:
     return AGENTS_DIR / agents.package_of(name).rsplit(".", 1)[1]
 
 
+SHAPE = ("__init__.py", "config.py", "agent.py", "losses.py", "networks.py", "defaults.py")
+
+
 @pytest.mark.parametrize("name", agents.names())
-def test_an_agent_is_a_package_of_binding_losses_and_defaults(name):
+def test_every_agent_package_has_the_same_shape(name):
+    """config, agent (binds), losses (the maths), networks, defaults (tuned configs as data),
+    and host.py exactly where the agent has the host loop's functions (`HostAgentDef`)."""
     package = _package(name)
-    for part in ("__init__.py", "agent.py", "losses.py", "defaults.py"):
-        assert (package / part).is_file(), f"{name}: no {part}"
+    missing = [part for part in SHAPE if not (package / part).is_file()]
+    assert missing == [], f"{name}: no {', '.join(missing)}"
+    has_host_module = (package / "host.py").is_file()
+    assert has_host_module == isinstance(agents.load(name), HostAgentDef), name
+    if has_host_module:
+        defined = {node.name for node in ast.parse((package / "host.py").read_text()).body
+                   if isinstance(node, ast.FunctionDef)}
+        assert "host_fns" in defined, f"{name}: host_fns is not in host.py"
+
+
+def test_the_families_hold_what_agents_share():
+    families = AGENTS_DIR / "families"
+    for module in ("policy_gradient.py", "policy_gradient_losses.py", "actor_critic.py",
+                   "q_learning.py", "teams.py"):
+        assert (families / module).is_file(), module
+    assert not (families / "agent.py").exists()  # a family is no agent of its own
 
 
 @pytest.mark.parametrize("name", agents.names())

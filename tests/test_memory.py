@@ -13,7 +13,8 @@ import pytest
 
 from jaxrl_sys import envs
 from jaxrl_sys.agents import ppo
-from jaxrl_sys.agents.ppo.agent import collect, env_minibatch_indices
+from jaxrl_sys.agents.families.policy_gradient import env_minibatch_indices
+from jaxrl_sys.agents.ppo.agent import collect
 from jaxrl_sys.agents.ppo.networks import evaluate_sequences
 from jaxrl_sys.core.config import ConfigError
 from jaxrl_sys.core.evaluation import evaluate
@@ -200,8 +201,8 @@ def test_the_host_loop_resets_the_state_where_episodes_end():
     import sys
     from pathlib import Path
 
-    from jaxrl_sys.runtime import host_loop
-    from jaxrl_sys.runtime.host_loop import HostLoopConfig
+    from jaxrl_sys.runtime import host
+    from jaxrl_sys.runtime.host import HostLoopConfig
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))  # workers import host_envs
     env = envs.make_host("gymnasium:host_envs:Counter-v0", terminate_at=4)
@@ -232,8 +233,8 @@ def test_the_host_loop_resets_the_state_where_episodes_end():
         }
 
     fns_agent = ppo.make(env, config)
-    result = host_loop.train(env, fns._replace(learn=learn), seed=0, num_iterations=3,
-                             iters_per_chunk=1, config=HostLoopConfig(staleness=0))
+    result = host.train(env, fns._replace(learn=learn), seed=0, num_iterations=3,
+                        iters_per_chunk=1, config=HostLoopConfig(staleness=0))
     for summary in result.history:
         values = summary.final_values
         assert float(values["terminated"][0]) > 0 and float(values["truncated"][0]) > 0

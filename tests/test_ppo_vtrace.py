@@ -17,7 +17,8 @@ import pytest
 from jaxrl_sys import agents, envs
 from jaxrl_sys.agents import ppo
 from jaxrl_sys.core.returns import vtrace
-from jaxrl_sys.agents.ppo.agent import minibatch_indices, vtrace_targets
+from jaxrl_sys.agents.families.policy_gradient import minibatch_indices
+from jaxrl_sys.agents.ppo.agent import vtrace_targets
 from jaxrl_sys.agents.ppo.networks import evaluate_actions
 from jaxrl_sys.commands import train as train_script
 from jaxrl_sys.core.config import ConfigError

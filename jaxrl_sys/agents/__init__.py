@@ -55,6 +55,21 @@ def load(name: str) -> AgentDef:
     return importlib.import_module(AGENTS[name])
 
 
+class Catalog:
+    """The registry as the run layer takes it (`jaxrl_sys.runtime.run_spec.AgentCatalog`):
+    `catalog(name)` loads an agent, `catalog.names()` lists them, so that a refusal can name
+    the agents that fit."""
+
+    def __call__(self, name: str) -> AgentDef:
+        return load(name)
+
+    def names(self) -> list[str]:
+        return names()
+
+
+catalog = Catalog()
+
+
 def promises() -> dict[str, tuple[LearningPromise, ...]]:
     """Every registered agent's learning promises (imports every agent): the learning checks'
     and learning tests' cases."""

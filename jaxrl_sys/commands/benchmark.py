@@ -6,6 +6,7 @@
     python scripts/benchmark.py --suite classic --quick                  # a short smoke run
     python scripts/benchmark.py --suite minatar --report                 # tables of saved rows
     python scripts/benchmark.py --page                   # docs/results.md from results/*.json
+    python scripts/benchmark.py --defaults-table         # docs/family-defaults.md from the registry
 
 Trains every suited (agent, env) pair of the suite with the env's default config (what
 `train.py --env X` trains), seeds vmapped, evaluates greedily at every chunk end, and writes
@@ -27,6 +28,7 @@ from typing import Optional, Sequence
 
 from jaxrl_sys.runtime.cli import Parser, UsageError, console_entry, guarded
 from jaxrl_sys.tools import benchmark as bm  # imports JAX lazily
+from jaxrl_sys.tools import family_defaults as fd
 
 
 def registered_agents() -> list[str]:
@@ -60,6 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
                    metavar="PAGE",
                    help="write the docs results page (default %(const)s) from every suite's "
                         "<out-dir>/<suite>.json; train nothing")
+    p.add_argument("--defaults-table", nargs="?", const=str(fd.PAGE), default=None,
+                   metavar="PAGE",
+                   help="write the page of each agent's defaults per env family (default "
+                        "%(const)s) from the registry; train nothing")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
@@ -71,6 +77,10 @@ def benchmark(args: argparse.Namespace) -> int:
         raise UsageError(f"--seeds must be >= 1, got {args.seeds}")
     if args.devices < 1:
         raise UsageError(f"--devices must be >= 1, got {args.devices}")
+    if args.defaults_table is not None:
+        page = write_defaults_table(Path(args.defaults_table))
+        print(f"wrote {page}", file=sys.stderr)
+        return 0
     if args.page is not None:
         page = bm.write_results_page(Path(args.out_dir), Path(args.page))
         print(f"wrote {page}", file=sys.stderr)
@@ -107,6 +117,17 @@ def benchmark(args: argparse.Namespace) -> int:
     print(bm.format_table(rows, references))
     print(f"wrote {results_file}, {table_file}, {image_file}", file=sys.stderr)
     return 0
+
+
+def write_defaults_table(page: Path) -> Path:
+    """Write the page of every registered agent's defaults per env family."""
+    from jaxrl_sys import agents
+    from jaxrl_sys import envs
+
+    rows = fd.table(agents.names(), agents.catalog, envs, envs.FAMILIES)
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(fd.format_page(rows, envs.FAMILIES), encoding="utf-8")
+    return page
 
 
 def _progress_bar():

@@ -130,7 +130,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from jaxrl_sys import agents, api, envs
     from jaxrl_sys.runtime import distributed, session
     from jaxrl_sys.runtime.cli import guarded
-    from jaxrl_sys.runtime.host_loop import HostLoopError
+    from jaxrl_sys.runtime.host import HostLoopError
 
     def train() -> int:
         args = build_parser().parse_args(argv)
@@ -139,9 +139,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if spec.sweep:
             if group is not None and group.multi:
                 raise session.UsageError("sweeps run in one process (no --coordinator)")
-            api.sweep(spec, agents.load, envs, resume=args.resume)
+            api.sweep(spec, agents.catalog, envs, resume=args.resume)
             return 0
-        api.run(spec, agents.load, envs, resume=args.resume, group=group,
+        api.run(spec, agents.catalog, envs, resume=args.resume, group=group,
                 process_start=PROCESS_START)
         return 0
 

@@ -407,6 +407,9 @@ class RolloutBudget:
         return iterations(self.total_steps, self.steps_per_iteration)
 
 
+NOT_MEASURED = "not measured"  # how a `Tuned.reached` without a figure begins
+
+
 @dataclasses.dataclass(frozen=True)
 class Tuned:
     """One entry of an agent's shipped per-env defaults (its `defaults.py`): the config fields
@@ -416,6 +419,12 @@ class Tuned:
     env: str
     overrides: Mapping[str, Any]
     reached: str = ""
+
+    @property
+    def measured(self) -> bool:
+        """Whether `reached` records a measured figure: a family default that sizes a run
+        without having been measured says so, starting with "not measured"."""
+        return bool(self.reached) and not self.reached.startswith(NOT_MEASURED)
 
 
 def tuned_config(config: T, entries: Sequence[Tuned], env_name: str) -> T:

@@ -49,6 +49,16 @@ def local_batch_size(batch_size: int, axis_name: Optional[str]) -> int:
     return batch_size // devices
 
 
+def batch_placement_problem(config: Any, devices: int) -> Optional[str]:
+    """One line when the global `batch_size` does not divide over `devices` (each device
+    samples its share from its own envs' replay); None when it does. A replay agent's
+    `placement_problem`, refused before anything starts."""
+    if config.batch_size % devices:
+        return (f"batch_size={config.batch_size} does not divide over {devices} devices "
+                "(each samples its share from its own envs' replay)")
+    return None
+
+
 def device_key(key: jax.Array, axis_name: Optional[str]) -> jax.Array:
     """`key` folded with this device's index (0 outside a mapped axis).
 

@@ -185,6 +185,15 @@ class LearningPromise:
     test_seeds: int = 4
 
 
+# What an agent learns to play (`AgentDef.PLAYS`): one agent's view of an env; two-player
+# zero-sum games (EnvSpec.num_players == 2) by self-play, one network on both sides, with
+# legal-move masks; a cooperative team (EnvSpec.num_agents > 1) and nothing else.
+PLAYS = ("single", "self_play", "team")
+# Whether an agent's network is recurrent (`AgentDef.MEMORY`): never; when its config's
+# `memory` is "gru" or "lstm"; always.
+MEMORY = ("none", "optional", "always")
+
+
 @runtime_checkable
 class AgentDef(Protocol):
     """What an agent package (jaxrl_sys/agents/<name>/) provides; the run layer uses nothing
@@ -202,7 +211,8 @@ class AgentDef(Protocol):
     DEFAULT_ENV: str  # what `--env` defaults to
     DEFAULT_EVAL_EPISODES: int  # greedy evaluation episodes per chunk (0: training returns)
     PROMISES: tuple[LearningPromise, ...]  # envs its defaults learn: the learning checks' cases
-    SELF_PLAY: bool  # learns two-player zero-sum games (EnvSpec.num_players == 2) by self-play
+    PLAYS: str  # what it learns to play, one of `PLAYS`
+    MEMORY: str  # whether its network is recurrent, one of `MEMORY`
 
     def default_config(self, env_name: str) -> Any:
         """The frozen Config whose defaults solve `env_name` (`validate()` checks it)."""
@@ -214,9 +224,9 @@ class AgentDef(Protocol):
         """policy(state, obs, key, legal=None, env_state=None) -> actions, for evaluation
         (a `RecurrentPolicy` for an agent with memory)."""
 
-    # optional: `placement_problem(config, devices) -> Optional[str]`, one line naming a split
-    # of the envs over `devices` that the agent's update cannot take (refused before anything
-    # starts, like an indivisible num_envs)
+    def placement_problem(self, config: Any, devices: int) -> Optional[str]:
+        """One line naming a split of the envs over `devices` that the agent's update cannot
+        take (refused before anything starts, like an indivisible num_envs), or None."""
 
 
 @runtime_checkable
@@ -226,5 +236,12 @@ class HostAgentDef(AgentDef, Protocol):
     def host_fns(self, agent: Any) -> HostFns:
         """The same act and update, on rollouts that the host loop collects."""
 
-    # optional: `host_config_problem(config) -> Optional[str]`, one line naming what a config
-    # asks that the host loop does not do (the run is refused with it before anything starts)
+    def host_config_problem(self, config: Any) -> Optional[str]:
+        """One line naming what `config` asks that the host loop does not do (the run is
+        refused with it before anything starts), or None."""
+
+
+def host_takes_any_config(config: Any) -> Optional[str]:
+    """`host_config_problem` of an agent whose every valid config runs in the host loop: None."""
+    del config
+    return None

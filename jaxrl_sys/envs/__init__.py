@@ -18,6 +18,8 @@ _NAMES = {
     "UnsupportedEnvError": "jaxrl_sys.envs.errors",
     "USER_ERRORS": "jaxrl_sys.envs.errors",
     "GymnaxEnv": "jaxrl_sys.envs.gymnax_env",
+    "EnvFamily": "jaxrl_sys.envs.registry",
+    "FAMILIES": "jaxrl_sys.envs.registry",
     "is_host_env": "jaxrl_sys.envs.registry",
     "is_multi_agent": "jaxrl_sys.envs.registry",
     "make": "jaxrl_sys.envs.registry",

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import fnmatch
 import functools
 import importlib
 import importlib.util
@@ -54,13 +56,47 @@ GYMNAX_NAMES: tuple[str, ...] = (
     "FrozenLake-misc",
 )
 
-# POPGym memory tasks, our ports of popjym's (jaxrl_sys/envs/popgym.py): `<Task><Level>-popgym`.
+# POPGym memory tasks (jaxrl_sys/envs/popgym.py): `<Task><Level>-popgym`.
 # Literals, as GYMNAX_NAMES, so that `names()` imports neither the module nor gymnax.
 POPGYM_NAMES: tuple[str, ...] = tuple(
     f"{task}{level}-popgym"
     for task in ("RepeatFirst", "RepeatPrevious", "CountRecall", "StatelessCartPole")
     for level in ("Easy", "Medium", "Hard")
 )
+
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvFamily:
+    """A family of envs that an agent's shipped defaults are written for: one `defaults.py`
+    entry under `pattern` sizes a run for every env of the family (the classic control
+    tasks have no pattern: an agent's `Config` defaults are sized for them), and `examples`
+    are what a table of the defaults builds to see whether an agent takes the family."""
+
+    name: str
+    pattern: Optional[str]
+    examples: tuple[str, ...]
+    members: tuple[str, ...] = ()  # the family's envs where no pattern names them
+
+    def contains(self, env_name: str) -> bool:
+        """Whether `env_name` belongs to the family."""
+        if self.pattern is None:
+            return env_name in self.members
+        return fnmatch.fnmatchcase(env_name, self.pattern)
+
+
+FAMILIES: tuple[EnvFamily, ...] = (
+    EnvFamily("gymnax classic control", None, ("CartPole-v1", "Pendulum-v1"),
+              members=("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1",
+                       "MountainCarContinuous-v0")),
+    EnvFamily("MinAtar", "*-MinAtar", ("Breakout-MinAtar",)),
+    EnvFamily("bsuite", "*-bsuite", ("Catch-bsuite",)),
+    EnvFamily("POPGym", "*-popgym", ("RepeatPreviousEasy-popgym",)),
+    EnvFamily("Brax", "brax:*", ("brax:hopper",)),
+    EnvFamily("pgx board games", "pgx:*", ("pgx:connect_four",)),
+    EnvFamily("JaxMARL", "jaxmarl:*", ("jaxmarl:MPE_simple_spread_v3",)),
+)
+
 
 # Returns at which an env counts as solved (Gymnasium's reward_threshold, where it has one;
 # -200 for Pendulum, a common bar). Used to report when a run solved its env.

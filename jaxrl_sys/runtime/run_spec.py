@@ -9,13 +9,16 @@ in by the caller (`resolve(spec, load_agent, registry)`): jaxrl_sys never import
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 from pathlib import Path
-from typing import Any, Callable, Optional, Protocol, Union
+from typing import Any, Callable, Optional, Protocol, Union, runtime_checkable
 
 from jaxrl_sys.core.types import AgentDef, HostAgentDef
 from jaxrl_sys.runtime.checkpoint import CheckpointError
 from jaxrl_sys.runtime.cli import UsageError
+from jaxrl_sys.runtime.execution import PlacementError, check_placement
+from jaxrl_sys.runtime.host.placement import HostLayout
 from jaxrl_sys.core.config import (
     apply_overrides, config_from_dict, config_to_dict, split_env_overrides,
 )
@@ -56,11 +59,11 @@ class RunSpec:
     step_timeout: float = 60.0
     actor_threads: int = 1  # per process, each with its own envs
     actor_devices: Optional[int] = None  # of `devices`, the acting ones; None: all (shared)
-    # hyper-parameter sweep (jaxrl_sys.sweeps): "key=v1,v2" grids, "key=log:lo:hi" ranges
+    # hyper-parameter sweep (runtime.sweeps): "key=v1,v2" grids, "key=log:lo:hi" ranges
     sweep: tuple[str, ...] = ()
     samples: int = 0  # draws of the sweep's ranges
-    sweep_batching: str = "auto"  # "vmap", "map" or "auto" (see jaxrl_sys.sweeps.batching)
-    # population training over the sweep's settings (jaxrl_sys.runtime.population)
+    sweep_batching: str = "auto"  # "vmap", "map" or "auto" (see runtime.sweeps.rows.batching)
+    # population training over the sweep's settings (jaxrl_sys.runtime.sweeps.population)
     pbt: bool = False  # PBT: exploit and explore every pbt_interval chunks
     pbt_interval: int = 2
     pbt_quantile: float = 0.25  # the bottom quantile copies members of the top one
@@ -107,8 +110,6 @@ class RunSpec:
 
     def _check_wandb(self) -> None:
         """W&B logging needs a project name, the wandb package, and a single run."""
-        import importlib.util
-
         if not self.wandb.strip():
             raise UsageError("--wandb needs a project name")
         if self.sweep:
@@ -136,6 +137,29 @@ class RunSpec:
         return cls(**kept)
 
 
+@runtime_checkable
+class AgentCatalog(Protocol):
+    """An agent loader that also names its agents (`jaxrl_sys.agents.catalog`): refusals then
+    name the agents that fit. A plain `load(name)` function works too, with shorter messages."""
+
+    def __call__(self, name: str) -> AgentDef: ...
+
+    def names(self) -> list[str]: ...
+
+
+def agents_that(load_agent: Callable[[str], AgentDef],
+                fits: Callable[[AgentDef], bool]) -> list[str]:
+    """The catalog's agents for which `fits(agent)` holds ([] for a plain loader)."""
+    if not isinstance(load_agent, AgentCatalog):
+        return []
+    return [name for name in load_agent.names() if fits(load_agent(name))]
+
+
+def _naming(kind: str, names: list[str]) -> str:
+    """" (<kind>: a, b)" for a non-empty list of agents, else ""."""
+    return f" ({kind}: {', '.join(names)})" if names else ""
+
+
 class EnvRegistry(Protocol):
     """What the run layer uses of the env registry (`jaxrl_sys.envs`)."""
 
@@ -148,6 +172,8 @@ class EnvRegistry(Protocol):
     def make_host(self, name: str, **params: Any) -> Any: ...
 
     def make_eval(self, name: str, against: Optional[str] = None, **params: Any) -> Any: ...
+
+    def num_players(self, name: str, **params: Any) -> int: ...
 
     def check_opponent(self, name: str, opponent: str, **params: Any) -> None: ...
 
@@ -172,7 +198,7 @@ class ResolvedRun:
 
     def build(self, registry: EnvRegistry) -> tuple[Any, Any]:
         """(env, agent): the training env and the agent made from the config."""
-        if self.host:  # the learner is data-parallel over "device" (host_placement)
+        if self.host:  # the learner is data-parallel over "device" (host.placement)
             env = registry.make_host(self.env_name, **self.env_kwargs)
             return env, self.module.make(env, self.config)
         env = registry.make(self.env_name, **self.env_kwargs)
@@ -197,30 +223,28 @@ def resolve(spec: RunSpec, load_agent: Callable[[str], AgentDef],
     Raises UsageError, ConfigError, PlacementError or the loader's and registry's own errors,
     each one line.
     """
-    from jaxrl_sys.runtime.execution import PlacementError, check_placement
-
     spec.check()
     module = load_agent(spec.agent)
     env_name = spec.env or module.DEFAULT_ENV
     config = module.default_config(env_name)
     agent_pairs, env_kwargs = split_env_overrides(list(spec.overrides))
+    refuse_mismatched_env(spec.agent, module, load_agent, registry, env_name, env_kwargs)
     saved_config = read_run_record(saved_run).get("config") if saved_run is not None else None
     if isinstance(saved_config, dict):
         config = config_from_dict(type(config)(), saved_config)
     else:
         if spec.total_steps is not None:
             config = dataclasses.replace(config, total_steps=spec.total_steps)
-        refuse_memory_without_a_core(spec.agent, config, agent_pairs)
+        refuse_memory_without_a_core(spec.agent, module, load_agent, agent_pairs)
         config = apply_overrides(config, agent_pairs)
     config.validate()
     host = registry.is_host_env(env_name)
-    refuse_team_mismatch(spec.agent, module, env_name, registry.is_multi_agent(env_name))
     if spec.eval_opponent is not None and not host:
         registry.check_opponent(env_name, spec.eval_opponent, **env_kwargs)
     if spec.eval_episodes is not None:
         eval_episodes = spec.eval_episodes
     else:
-        eval_episodes = 0 if host else getattr(module, "DEFAULT_EVAL_EPISODES", 0)
+        eval_episodes = 0 if host else module.DEFAULT_EVAL_EPISODES
     if host:
         _check_host(spec, module, config, processes)
     else:
@@ -228,38 +252,47 @@ def resolve(spec: RunSpec, load_agent: Callable[[str], AgentDef],
             raise UsageError("--actor-threads and --actor-devices are for host-loop envs "
                              "(gymnasium:, envpool:); the device loop acts on every device")
         check_placement(config.num_envs, spec.devices, eval_episodes)
-        problem = getattr(module, "placement_problem", lambda config, devices: None)(
-            config, spec.devices)
+        problem = module.placement_problem(config, spec.devices)
         if problem:
             raise PlacementError(problem)
     return ResolvedRun(spec, module, env_name, config, env_kwargs, host, eval_episodes)
 
 
-def refuse_team_mismatch(agent: str, module: AgentDef, env_name: str, team_env: bool) -> None:
-    """A team env (`jaxmarl:`) for a single-agent agent, or a single-agent env for a team
-    agent (`MULTI_AGENT`): one line naming the agents that fit."""
-    team_agent = getattr(module, "MULTI_AGENT", False)
-    if team_env and not team_agent:
-        raise UsageError(f"{env_name} is a team of agents; agent {agent!r} learns one agent "
-                         "(multi-agent agents: ippo, mappo, vdn, qmix)")
-    if team_agent and not team_env:
+def refuse_mismatched_env(agent: str, module: AgentDef, load_agent: Callable[[str], AgentDef],
+                          registry: EnvRegistry, env_name: str, env_kwargs: dict) -> None:
+    """What the agent does not play (`AgentDef.PLAYS`), in one line naming the agents that
+    do: a team env (`jaxmarl:`) for a single-agent agent or the reverse, and a two-player game
+    (`TicTacToe-v0`, `pgx:*`) for an agent without self-play, which would play both sides as
+    one agent and ignore the legal-move masks. Reads only names and params: no env is built."""
+    team_env = registry.is_multi_agent(env_name)
+    if team_env and module.PLAYS != "team":
+        teams = agents_that(load_agent, lambda a: a.PLAYS == "team")
+        raise UsageError(f"{env_name} is a team of agents; agent {agent!r} learns one agent"
+                         + _naming("multi-agent agents", teams))
+    if module.PLAYS == "team" and not team_env:
         raise UsageError(f"agent {agent!r} learns teams of agents; {env_name} has one "
                          "(multi-agent envs: jaxmarl:<env>, jaxmarl:SMAX:<map>)")
+    if module.PLAYS != "self_play" and registry.num_players(env_name, **env_kwargs) >= 2:
+        players = agents_that(load_agent, lambda a: a.PLAYS == "self_play")
+        raise UsageError(f"{env_name} is a two-player game, which agent {agent!r} does not play "
+                         "(no self-play, no legal-move masks)"
+                         + (f"; train it with {' or '.join(f'--agent {n}' for n in players)}"
+                            if players else ""))
 
 
-def refuse_memory_without_a_core(agent: str, config: Any, pairs: list[str]) -> None:
-    """A memory torso asked of an agent whose config has none yet: one line saying so (rather
-    than the generic unknown-key list)."""
+def refuse_memory_without_a_core(agent: str, module: AgentDef,
+                                 load_agent: Callable[[str], AgentDef], pairs: list[str]) -> None:
+    """A memory torso asked of an agent without one (`AgentDef.MEMORY` "none"): one line
+    naming the agents that have one (rather than the generic unknown-key list)."""
     asked = any(pair.split("=", 1)[0].strip() == "memory" for pair in pairs)
-    if asked and not hasattr(config, "memory"):
-        raise UsageError(f"--set memory=...: agent {agent!r} cannot take a memory torso yet "
-                         "(recurrent agents: ppo with --set memory=gru, and r2d2)")
+    if asked and module.MEMORY == "none":
+        recurrent = agents_that(load_agent, lambda a: a.MEMORY != "none")
+        raise UsageError(f"--set memory=...: agent {agent!r} cannot take a memory torso"
+                         + _naming("recurrent agents", recurrent))
 
 
 def host_layout(spec: RunSpec, config: Any, processes: int = 1) -> Any:
-    """The host loop's placement counts (`jaxrl_sys.runtime.host_placement.HostLayout`)."""
-    from jaxrl_sys.runtime.host_placement import HostLayout
-
+    """The host loop's placement counts (`jaxrl_sys.runtime.host.placement.HostLayout`)."""
     return HostLayout(num_envs=config.num_envs, devices=spec.devices,
                       actor_devices=spec.actor_devices, actor_threads=spec.actor_threads,
                       processes=processes)
@@ -270,7 +303,7 @@ def _check_host(spec: RunSpec, module: AgentDef, config: Any, processes: int) ->
     if not isinstance(module, HostAgentDef):
         raise UsageError(f"agent {spec.agent!r} has no host loop (host_fns), so it cannot train "
                          "host-loop envs (gymnasium:, envpool:)")
-    problem = getattr(module, "host_config_problem", lambda config: None)(config)
+    problem = module.host_config_problem(config)
     if problem:
         raise UsageError(problem)
     if spec.seeds != 1:

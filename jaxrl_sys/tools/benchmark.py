@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
+import jax
 import numpy as np
 
 from jaxrl_sys.tools import learning_check as lc
@@ -126,7 +127,7 @@ def plan(suite: str, agent_names: Sequence[str], load_agent: Callable[[str], Any
 
     A pair is left out when the agent refuses the env (e.g. DQN on continuous actions): the
     agent's own `make` decides, so the rule is written once; and when one is a team and the
-    other is not (`MULTI_AGENT` agents learn `jaxmarl:` envs only).
+    other is not (agents whose `PLAYS` is "team" learn `jaxmarl:` envs only).
     """
     if suite not in (*SUITES, "all"):
         raise BenchmarkError(f"unknown suite {suite!r}; known: {', '.join((*SUITES, 'all'))}")
@@ -142,7 +143,7 @@ def plan(suite: str, agent_names: Sequence[str], load_agent: Callable[[str], Any
     for env_name in envs:
         env = registry.make(env_name)
         for name, module in modules.items():
-            if getattr(module, "MULTI_AGENT", False) != registry.is_multi_agent(env_name):
+            if (module.PLAYS == "team") != registry.is_multi_agent(env_name):
                 skipped.append(f"{name} on {env_name}: team agents learn team envs only")
                 continue
             config = module.default_config(env_name)
@@ -317,11 +318,11 @@ def format_sources(rows: Sequence[Row], references: dict[str, Reference]) -> str
 def plot_curves(rows: Sequence[Row], references: dict[str, Reference], path: Path) -> None:
     """One panel per env: each agent's greedy return (mean over seeds, band from the lowest
     to the highest seed) against env steps per seed, and the reference as a dashed line."""
-    import matplotlib
+    import matplotlib  # lazy: ~2 s to import with pyplot, paid only where a suite plots
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import EngFormatter
+    matplotlib.use("Agg")  # chosen here, not on import: a user's own backend stays theirs
+    import matplotlib.pyplot as plt  # lazy: after the backend is chosen
+    from matplotlib.ticker import EngFormatter  # lazy: with pyplot
 
     env_names = list(dict.fromkeys(row.env for row in rows))
     columns = min(3, len(env_names))
@@ -427,8 +428,6 @@ def write_results_page(results_dir: Path, page: Path = RESULTS_PAGE) -> Path:
 
 def describe_machine() -> str:
     """A short description of this machine for the report's header."""
-    import jax
-
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:

@@ -7,28 +7,32 @@ shipped per-env defaults and the learning promises), agent.py (`make` and the re
 
 from jaxrl_sys.agents.dqn.agent import (
     DEFAULT_EVAL_EPISODES,
-    SELF_PLAY,
+    MEMORY,
+    PLAYS,
     Agent,
     EnvState,
     State,
     absorb,
     act,
-    build_optimizer,
     collect,
-    epsilon_at,
-    exploration_epsilons,
-    first_learning_iteration,
     greedy_action,
-    host_fns,
     init,
     learn,
-    learner_steps,
-    learning_rate_schedule,
     make,
-    mean_epsilon,
+    placement_problem,
     update,
 )
 from jaxrl_sys.agents.dqn.config import Config
+from jaxrl_sys.agents.dqn.host import host_config_problem, host_fns
+from jaxrl_sys.agents.families.q_learning import (
+    build_optimizer,
+    epsilon_at,
+    exploration_epsilons,
+    first_learning_iteration,
+    learner_steps,
+    learning_rate_schedule,
+    mean_epsilon,
+)
 from jaxrl_sys.agents.dqn.defaults import DEFAULT_ENV, PROMISES, TUNED, default_config
 from jaxrl_sys.agents.dqn.losses import (
     Batch,
@@ -56,6 +60,7 @@ __all__ = [
     'Agent',
     'build_network',
     'build_optimizer',
+    'placement_problem',
     'first_learning_iteration',
     'learner_steps',
     'learning_rate_schedule',
@@ -71,7 +76,8 @@ __all__ = [
     'make',
     'greedy_action',
     'DEFAULT_EVAL_EPISODES',
-    'SELF_PLAY',
+    'MEMORY', 'PLAYS',
+    'host_config_problem',
     'host_fns',
     'taken_values',
     'bootstrap_observations',

@@ -20,21 +20,25 @@ import optax
 from flax import struct
 
 from jaxrl_sys.agents.dqn import losses
+from jaxrl_sys.agents.families.q_learning import (
+    build_optimizer, exploration_epsilons, first_learning_iteration, mean_epsilon,
+)
 from jaxrl_sys.agents.dqn.config import Config
 from jaxrl_sys.agents.dqn.losses import Batch
 from jaxrl_sys.agents.dqn.networks import QNetwork, build_network
 from jaxrl_sys.core import collectives, obs_norm, replay
 from jaxrl_sys.core.learner import (
-    TargetNetState, device_key, exact_linear_schedule, gradient_step, init_target_net_state,
+    TargetNetState, batch_placement_problem, device_key, gradient_step, init_target_net_state,
     learn_after_warmup, local_batch_size, priority_beta, replay_updates,
 )
 from jaxrl_sys.core.networks import scan_unroll
 from jaxrl_sys.core.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
-from jaxrl_sys.core.types import BoundAgent, Env, EnvSpec, HostFns, Metrics, Rollout
+from jaxrl_sys.core.types import BoundAgent, Env, EnvSpec, Metrics
 
 State = TargetNetState  # online and target parameters, optimiser state, counters
 DEFAULT_EVAL_EPISODES = 32  # training returns are epsilon-greedy; report the greedy policy
-SELF_PLAY = False  # one agent's view of the env: no two-player self-play, no legal-move masks
+PLAYS = "single"  # what it learns (core.types.PLAYS)
+MEMORY = "none"  # whether its network is recurrent (core.types.MEMORY)
 
 
 @struct.dataclass
@@ -54,66 +58,12 @@ class Agent(BoundAgent):
     init_replay: Callable[[int], Any]
 
 
-def first_learning_iteration(config: Config) -> int:
-    """The first iteration that learns: the one after which replay holds `learning_starts`
-    env steps and `n_step` steps of every env (iterations count from 0)."""
-    warmup = max(config.learning_starts, config.n_step * config.num_envs)
-    return max(0, -(-warmup // config.steps_per_iteration) - 1)
-
-
-def learner_steps(config: Config) -> int:
-    """Gradient steps in the config's `num_iterations`: the warm-up's iterations take none."""
-    learning_iterations = max(0, config.num_iterations - first_learning_iteration(config))
-    return learning_iterations * config.updates_per_iteration
-
-
-def learning_rate_schedule(config: Config) -> float | optax.Schedule:
-    """The learning rate by learner step (optax counts updates from 0): `learning_rate` at the
-    first, `learning_rate * final_lr_fraction` at the last and after, linear between (if
-    `anneal_lr`). Both ends are exact under jit, where XLA turns division into multiplication."""
-    if not config.anneal_lr:
-        return config.learning_rate
-    return exact_linear_schedule(config.learning_rate,
-                                 config.learning_rate * config.final_lr_fraction,
-                                 learner_steps(config) - 1)
-
-
-def build_optimizer(config: Config) -> optax.GradientTransformation:
-    """Adam on gradients clipped to `max_grad_norm`, at `learning_rate_schedule`'s rate."""
-    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
-                       optax.adam(learning_rate_schedule(config)))
-
-
 def init(key: jax.Array, spec: EnvSpec, config: Config) -> State:
     """Fresh online/target parameters and optimiser state."""
     params = build_network(spec, config).init(key, jnp.zeros((1, *spec.obs_shape), jnp.float32))
     return init_target_net_state(params, build_optimizer(config)).replace(
         obs_stats=obs_norm.init_stats(config.normalize_obs, spec.obs_shape)
     )
-
-
-def epsilon_at(config: Config, env_steps: jax.Array) -> jax.Array:
-    """Linear exploration schedule over `exploration_fraction` of the run."""
-    horizon = max(1.0, config.exploration_fraction * config.total_steps)
-    frac = jnp.clip(env_steps / horizon, 0.0, 1.0)
-    return config.epsilon_start + frac * (config.epsilon_end - config.epsilon_start)
-
-
-def exploration_epsilons(config: Config, env_steps: jax.Array, env_ids: jax.Array) -> jax.Array:
-    """Each env's exploration rate [E] by global env id [E], so the rates are the same however
-    the envs are split: `epsilon_at` for all, or Ape-X's fixed
-    `apex_base ** (1 + apex_alpha * i / (N - 1))` for env i of N (`apex_base` if N = 1)."""
-    if config.exploration == "apex":
-        spread = env_ids.astype(jnp.float32) / max(1, config.num_envs - 1)
-        return jnp.power(config.apex_base, 1.0 + config.apex_alpha * spread)
-    return jnp.broadcast_to(epsilon_at(config, env_steps), env_ids.shape)
-
-
-def mean_epsilon(config: Config, env_steps: jax.Array) -> jax.Array:
-    """The exploration rate logged as `epsilon`: the schedule's, or the mean over all envs."""
-    if config.exploration == "apex":
-        return jnp.mean(exploration_epsilons(config, env_steps, jnp.arange(config.num_envs)))
-    return epsilon_at(config, env_steps)
 
 
 def act(network: QNetwork, params: Any, obs: jax.Array, key: jax.Array, greedy: bool = False,
@@ -287,31 +237,4 @@ def greedy_action(agent: Agent) -> Callable[[State, jax.Array, jax.Array], jax.A
     )
 
 
-def host_fns(agent: Agent) -> HostFns:
-    """DQN for the host loop: epsilon-greedy `act` (the actor's env rows are the global env
-    ids); rollouts go into replay, then `absorb`."""
-    config = agent.config
-    add = add_to_replay(config)
-
-    def host_act(actor, obs, keys, env_steps, env_ids):
-        params, obs_stats = actor
-        epsilons = exploration_epsilons(config, env_steps, env_ids)
-        return agent.act(params, obs_norm.normalize(obs_stats, obs), keys, epsilon=epsilons), {}
-
-    def host_learn(state: State, buffer, rollout: Rollout, key):
-        rows = replay_row(rollout.obs, rollout.action, rollout.reward, rollout.terminated,
-                          rollout.truncated, rollout.next_obs)
-        buffer, _ = jax.lax.scan(lambda b, step: (add(b, step), None), buffer, rows)
-        state = state.replace(obs_stats=obs_norm.update(state.obs_stats, rollout.obs, None))
-        epsilon = mean_epsilon(config, state.iteration * config.steps_per_iteration)
-        state, buffer, metrics = agent.absorb(state, buffer, key)
-        return state, buffer, {**metrics, "epsilon": epsilon}
-
-    return HostFns(
-        init=lambda key: (agent.init(key), agent.init_replay(config.num_envs)),
-        actor_params=lambda state: (state.params, state.obs_stats),
-        act=host_act,
-        learn=host_learn,
-        num_envs=config.num_envs,
-        rollout_steps=config.rollout_steps,
-    )
+placement_problem = batch_placement_problem  # each device samples its share of the batch

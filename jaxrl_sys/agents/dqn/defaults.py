@@ -59,6 +59,10 @@ TUNED: tuple[Tuned, ...] = (
           "greedy 61.0 ± 1.1 over 4 seeds at 1M steps (results/minatar.md)"),
     Tuned("Asterix-MinAtar", _MINATAR_DOPAMINE,
           "greedy 21.5 ± 3.9 over 4 seeds at 1M steps (results/minatar.md)"),
+    Tuned("*-bsuite", dict(total_steps=300_000, learning_starts=2_000),
+          "not measured: CartPole's settings with a longer budget for bsuite's small tasks"),
+    Tuned("*-popgym", dict(total_steps=1_000_000, hidden=(128, 128), buffer_size=100_000),
+          "not measured: POPGym's tasks need memory, which DQN has none of (r2d2 has)"),
 )
 
 PROMISES: tuple[LearningPromise, ...] = (LearningPromise("CartPole-v1", 475.0),)

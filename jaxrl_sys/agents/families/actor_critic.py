@@ -1,9 +1,10 @@
-"""PPO's actor-critic: building it from an env spec, and the ways the agent reads it (sampling
-actions, scoring taken actions, values), feed-forward or recurrent (`config.memory`).
+"""The policy-gradient family's actor-critic (PPO's, IMPALA's): building it from an env spec,
+and the ways an agent reads it (sampling actions, scoring taken actions, values), feed-forward
+or recurrent (`config.memory`).
 
 A recurrent network's state lives per env in the env carry (`VecEnvState.memory`, with
 `starts`: does the current observation begin an episode). `step_policy` and
-`evaluate_sequences` take both kinds of network, so the agent reads top to bottom once."""
+`evaluate_sequences` take both kinds of network, so an agent reads top to bottom once."""
 
 from __future__ import annotations
 

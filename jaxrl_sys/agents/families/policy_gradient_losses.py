@@ -1,9 +1,10 @@
-"""PPO's objective as functions of arrays: the clipped policy loss, the value loss (optionally
-clipped), the entropy term, their weighted sum, and advantage normalisation.
+"""The clipped-PPO objective of the policy-gradient family (PPO, APPO, MAPPO, IPPO) as functions
+of arrays: the clipped policy loss, the value loss (optionally clipped), the entropy term,
+their weighted sum, and advantage normalisation.
 
 Every array is one flattened minibatch, [N] with N = steps x envs. The targets (advantages and
 returns) are `jaxrl_sys.core.returns.gae`'s, computed once per rollout before the epochs, or
-with `vtrace=True` V-trace's (IMPALA's `vtrace`), computed before every minibatch step.
+with PPO's `vtrace=True` V-trace's, computed before every minibatch step.
 """
 
 from __future__ import annotations

@@ -7,17 +7,19 @@ see agent.py."""
 from jaxrl_sys.agents.impala.agent import (
     DEFAULT_ENV,
     DEFAULT_EVAL_EPISODES,
-    SELF_PLAY,
+    MEMORY,
+    PLAYS,
     Agent,
     Config,
     State,
     Trajectory,
     build_optimizer,
     greedy_action,
-    host_fns,
     init,
     make,
+    placement_problem,
 )
+from jaxrl_sys.agents.impala.host import host_config_problem, host_fns
 from jaxrl_sys.agents.impala.defaults import PROMISES, TUNED, default_config
 from jaxrl_sys.agents.impala.losses import (
     entropy_term,
@@ -32,7 +34,7 @@ from jaxrl_sys.agents.impala.networks import build_network
 __all__ = [
     'DEFAULT_ENV',
     'DEFAULT_EVAL_EPISODES',
-    'SELF_PLAY',
+    'MEMORY', 'PLAYS',
     'Agent',
     'Config',
     'PROMISES',
@@ -44,7 +46,9 @@ __all__ = [
     'default_config',
     'entropy_term',
     'greedy_action',
+    'host_config_problem',
     'host_fns',
+    'placement_problem',
     'impala_loss',
     'importance_weights',
     'init',

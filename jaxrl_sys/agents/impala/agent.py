@@ -32,59 +32,21 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
+from jaxrl_sys.agents.families.policy_gradient import (
+    build_optimizer, minibatch_step, sgd_epochs,
+)
+from jaxrl_sys.agents.impala.config import Config
 from jaxrl_sys.agents.impala.losses import impala_loss
 from jaxrl_sys.agents.impala.networks import (
     build_network, env_actions, sample_actions, sequence_outputs,
 )
-from jaxrl_sys.agents.ppo.agent import build_optimizer  # Adam, clipping, annealing: PPO's
 from jaxrl_sys.core import collectives
-from jaxrl_sys.core.config import (
-    ConfigError, RolloutBudget, check_at_least, check_budget, check_choice, check_layer_widths,
-    check_positive, check_unit_interval,
-)
-from jaxrl_sys.core.networks import ACTIVATIONS, TORSOS, ActorCritic, scan_unroll
+from jaxrl_sys.core.config import ConfigError
+from jaxrl_sys.core.networks import ActorCritic, scan_unroll
 from jaxrl_sys.core.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
-from jaxrl_sys.core.types import BoundAgent, Env, EnvSpec, HostFns, Metrics, Rollout
+from jaxrl_sys.core.types import BoundAgent, Env, EnvSpec, Metrics
 
 DEFAULT_ENV = "CartPole-v1"
-
-
-@dataclasses.dataclass(frozen=True)
-class Config(RolloutBudget):
-    """IMPALA hyper-parameters; the defaults solve CartPole-v1 (per-env ones: defaults.py)."""
-
-    total_steps: int = 150_000
-    num_envs: int = 32
-    rollout_steps: int = 32
-    update_epochs: int = 1  # passes over each rollout; IMPALA makes one
-    num_minibatches: int = 1  # gradient steps per pass, each on num_envs / num_minibatches envs
-    learning_rate: float = 2.5e-3
-    anneal_lr: bool = True
-    gamma: float = 0.99
-    vtrace_lambda: float = 1.0  # the traces' lambda (Remark 2 of the paper); 1 is plain V-trace
-    rho_bar: float = 1.0  # importance weights of the TD errors and the advantage clipped here
-    ent_coef: float = 0.01
-    vf_coef: float = 0.5
-    max_grad_norm: float = 0.5
-    reward_scale: float = 1.0
-    hidden: tuple[int, ...] = (32, 32)
-    activation: str = "tanh"
-    torso: str = "mlp"  # or "nature_cnn" (Atari frames), "grid_cnn" (MinAtar): shared by both heads
-
-    def validate(self) -> None:
-        """Reject values that cannot work, with one line naming the field."""
-        check_at_least(self, 1, "total_steps", "num_envs", "rollout_steps", "update_epochs",
-                       "num_minibatches")
-        check_budget(self)
-        if self.num_envs % self.num_minibatches:
-            raise ConfigError(f"num_envs={self.num_envs} must be divisible by "
-                              f"num_minibatches={self.num_minibatches}")
-        check_positive(self, "learning_rate", "max_grad_norm", "rho_bar", "reward_scale")
-        check_at_least(self, 0, "vf_coef", "ent_coef")
-        check_unit_interval(self, "gamma", "vtrace_lambda")
-        check_choice(self, "activation", ACTIVATIONS)
-        check_choice(self, "torso", TORSOS)
-        check_layer_widths(self, "hidden")
 
 
 @struct.dataclass
@@ -185,24 +147,11 @@ def update(network: ActorCritic, optimizer: optax.GradientTransformation, config
     del key
     grad_fn = jax.grad(functools.partial(minibatch_loss, network, config), has_aux=True)
     minibatches = env_minibatches(traj, config.num_minibatches)
-
-    def minibatch_step(carry, batch: Trajectory):
-        """One gradient step (averaged over devices) on the trajectories of some envs."""
-        params, opt_state = carry
-        grads, metrics = grad_fn(params, batch)
-        grads = collectives.pmean(grads, axis_name)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), opt_state), metrics
-
-    def epoch(carry, _):
-        """One pass over every minibatch."""
-        return jax.lax.scan(minibatch_step, carry, minibatches,
-                            unroll=scan_unroll(config.torso, config.num_minibatches))
-
-    (params, opt_state), metrics = jax.lax.scan(
-        epoch, (state.params, state.opt_state), None, length=config.update_epochs,
-        unroll=scan_unroll(config.torso, config.update_epochs),
-    )
+    (params, opt_state), metrics = sgd_epochs(
+        functools.partial(minibatch_step, grad_fn, optimizer, axis_name),
+        (state.params, state.opt_state), config.update_epochs, lambda _: minibatches,
+        epoch_unroll=scan_unroll(config.torso, config.update_epochs),
+        minibatch_unroll=scan_unroll(config.torso, config.num_minibatches))
     metrics = collectives.pmean(jax.tree.map(jnp.mean, metrics), axis_name)
     return State(params=params, opt_state=opt_state, iteration=state.iteration + 1), metrics
 
@@ -245,36 +194,12 @@ def greedy_action(agent: Agent) -> Callable[[State, jax.Array, jax.Array], jax.A
 
 
 DEFAULT_EVAL_EPISODES = 0  # the training returns already measure its (stochastic) policy
-SELF_PLAY = False  # one agent's view of the env: no two-player self-play, no legal-move masks
+PLAYS = "single"  # what it learns (core.types.PLAYS)
+MEMORY = "none"  # whether its network is recurrent (core.types.MEMORY)
 
 
-def host_fns(agent: Agent) -> HostFns:
-    """IMPALA for the host loop: the same `act` and `update`, on rollouts from worker
-    processes. The actors' parameters lag the learner's by the loop's staleness; the
-    rollout keeps their log-probabilities, against which V-trace weighs the learner's."""
-    config = agent.config
-
-    def act(params, obs, keys, env_steps, env_ids):
-        """Sampled actions [B] for the workers' observations [B, ...] (per-env keys [B]),
-        and their log-probs."""
-        action, log_prob, _ = agent.act(params, obs, keys)
-        return action, {"log_prob": log_prob}
-
-    def learn(state: State, replay, rollout: Rollout, key):
-        """`update` on a rollout [T, B, ...] from the workers."""
-        trajectory = Trajectory(
-            obs=rollout.obs, actions=rollout.action, log_probs=rollout.extras["log_prob"],
-            rewards=rollout.reward * config.reward_scale, terminated=rollout.terminated,
-            truncated=rollout.truncated, next_obs=rollout.next_obs,
-        )
-        state, metrics = agent.update(state, trajectory, key)
-        return state, replay, metrics
-
-    return HostFns(
-        init=lambda key: (agent.init(key), None),
-        actor_params=lambda state: state.params,
-        act=act,
-        learn=learn,
-        num_envs=config.num_envs,
-        rollout_steps=config.rollout_steps,
-    )
+def placement_problem(config: Config, devices: int) -> Optional[str]:
+    """None: minibatches are env subsets of each device's own envs, which `Config.validate`
+    and the placement's even split already guarantee."""
+    del config, devices
+    return None

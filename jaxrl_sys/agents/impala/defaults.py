@@ -19,6 +19,19 @@ TUNED: tuple[Tuned, ...] = (
           dict(total_steps=10_000_000, num_envs=64, rollout_steps=32, num_minibatches=2,
                learning_rate=1e-3, hidden=(256, 256), activation="relu"),
           "greedy 10.0 over 4 seeds at 10M steps, reference 28 (docs/notes/impala.md)"),
+    Tuned("*-MinAtar",
+          dict(total_steps=10_000_000, num_envs=64, rollout_steps=32, num_minibatches=2,
+               learning_rate=1e-3, hidden=(256, 256), activation="relu"),
+          "not measured: Breakout's settings for the other MinAtar games"),
+    Tuned("*-bsuite", dict(total_steps=500_000, reward_scale=1.0, hidden=(64, 64)),
+          "not measured: CartPole's settings with a longer budget for bsuite's small tasks"),
+    Tuned("*-popgym", dict(total_steps=1_000_000, hidden=(128, 128)),
+          "not measured: POPGym's tasks need memory, which IMPALA has none of (ppo has)"),
+    Tuned("brax:*",
+          dict(total_steps=5_000_000, num_envs=2048, rollout_steps=16, num_minibatches=16,
+               learning_rate=3e-4, anneal_lr=False, ent_coef=0.0, reward_scale=0.1,
+               hidden=(64, 64)),
+          "not measured: PPO's Brax batch with V-trace's single pass"),
 )
 
 # What the learning checks hold the shipped defaults to (jaxrl_sys.tools.learning_check)

@@ -1,4 +1,4 @@
-"""IMPALA's actor-critic: PPO's network and its readers (one torso, a policy head and a value
+"""IMPALA's actor-critic: the policy-gradient family's network and its readers (one torso, a policy head and a value
 head), plus reading it over a whole trajectory [T, B, ...] as the V-trace loss needs."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxrl_sys.agents.ppo.networks import (
+from jaxrl_sys.agents.families.actor_critic import (
     build_network, env_actions, evaluate_actions, sample_actions, state_values,
 )
 from jaxrl_sys.core.networks import ActorCritic

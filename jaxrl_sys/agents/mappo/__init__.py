@@ -7,10 +7,9 @@ networks.py (the shared actor and critic, masking, agent ids), losses.py (team a
 the masked clipped loss), defaults.py (shipped per-env defaults and the learning promises)."""
 
 from jaxrl_sys.agents.mappo.agent import (
-    CRITICS,
     DEFAULT_EVAL_EPISODES,
-    MULTI_AGENT,
-    SELF_PLAY,
+    MEMORY,
+    PLAYS,
     Agent,
     Config,
     State,
@@ -23,6 +22,7 @@ from jaxrl_sys.agents.mappo.agent import (
     placement_problem,
     update,
 )
+from jaxrl_sys.agents.mappo.config import CRITICS
 from jaxrl_sys.agents.mappo.defaults import DEFAULT_ENV, PROMISES, TUNED, default_config
 from jaxrl_sys.agents.mappo.losses import mappo_loss, team_advantages
 from jaxrl_sys.agents.mappo.networks import (
@@ -30,11 +30,11 @@ from jaxrl_sys.agents.mappo.networks import (
     critic_inputs,
     masked_logits,
     team_memory,
-    with_agent_ids,
 )
+from jaxrl_sys.agents.families.teams import with_agent_ids
 
 __all__ = [
-    'CRITICS', 'DEFAULT_ENV', 'DEFAULT_EVAL_EPISODES', 'MULTI_AGENT', 'PROMISES', 'SELF_PLAY',
+    'CRITICS', 'DEFAULT_ENV', 'DEFAULT_EVAL_EPISODES', 'PROMISES', 'MEMORY', 'PLAYS',
     'TUNED', 'Agent', 'Config', 'State', 'TeamActorCritic', 'Trajectory', 'build_network',
     'collect', 'critic_inputs', 'default_config', 'greedy_action', 'init', 'make',
     'mappo_loss', 'masked_logits', 'placement_problem', 'team_advantages', 'team_memory', 'update', 'with_agent_ids',

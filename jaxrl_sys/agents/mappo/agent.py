@@ -28,16 +28,17 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
+from jaxrl_sys.agents.families.policy_gradient import (
+    build_optimizer, minibatch_indices, minibatch_step, recurrent_placement_problem, sgd_epochs,
+    take_minibatches,
+)
+from jaxrl_sys.agents.families.teams import check_team, with_agent_ids
+from jaxrl_sys.agents.mappo.config import Config
 from jaxrl_sys.agents.mappo.losses import mappo_loss, team_advantages
 from jaxrl_sys.agents.mappo.networks import (
     TeamActorCritic, apply_sequences, critic_inputs, sample, sequence_values, team_memory,
-    with_agent_ids,
-)
-from jaxrl_sys.agents.ppo.agent import (
-    ClippedPPOConfig, build_optimizer, minibatch_indices, take_minibatches,
 )
 from jaxrl_sys.core import collectives
-from jaxrl_sys.core.config import ConfigError, check_choice
 from jaxrl_sys.core.networks import reset_memory
 from jaxrl_sys.core.rollout import (
     VecEnvState, episode_metrics, legal_actions, per_env_keys, reset_envs, step_envs,
@@ -45,26 +46,6 @@ from jaxrl_sys.core.rollout import (
 from jaxrl_sys.core.types import BoundAgent, Env, EnvSpec, Metrics, PyTree, RecurrentPolicy
 
 DEFAULT_ENV = "jaxmarl:MPE_simple_spread_v3"
-CRITICS = ("central", "local")  # MAPPO: the world state; IPPO: the agent's own observation
-
-
-@dataclasses.dataclass(frozen=True)
-class Config(ClippedPPOConfig):
-    """MAPPO/IPPO hyper-parameters: PPO's, with their own defaults (which learn MPE
-    simple_spread; per-env ones: defaults.py), plus the critic's input."""
-
-    total_steps: int = 5_000_000
-    num_envs: int = 64
-    rollout_steps: int = 128
-    ent_coef: float = 0.01
-    hidden: tuple[int, ...] = (64, 64)
-    memory_size: int = 64
-    critic: str = "central"  # or "local" (IPPO)
-
-    def validate(self) -> None:
-        """Reject values that cannot work, with one line naming the field."""
-        super().validate()
-        check_choice(self, "critic", CRITICS)
 
 
 @struct.dataclass
@@ -114,13 +95,6 @@ class Agent(BoundAgent):
     """MAPPO's functions bound to an env and a config; `network` for evaluation."""
 
     network: TeamActorCritic
-
-
-def check_team(spec: EnvSpec) -> None:
-    """One line unless `spec` is a team of agents with discrete actions."""
-    if spec.num_agents < 2 or not spec.discrete:
-        raise ConfigError(f"{spec.name} is not a multi-agent env with discrete actions "
-                          "(jaxmarl:<env>, jaxmarl:SMAX:<map>)")
 
 
 def build_network(spec: EnvSpec, config: Config) -> TeamActorCritic:
@@ -239,21 +213,14 @@ def update(network: TeamActorCritic, optimizer: optax.GradientTransformation, co
     grad_fn = jax.grad(functools.partial(minibatch_loss, network, config, axis_name),
                        has_aux=True)
 
-    def minibatch_step(carry, batch: Batch):
-        """One gradient step (averaged over devices) on a minibatch."""
-        params, opt_state = carry
-        grads, metrics = grad_fn(params, batch)
-        grads = collectives.pmean(grads, axis_name)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), opt_state), metrics
-
-    def epoch(carry, epoch_index):
-        """One pass over the trajectory in freshly shuffled minibatches."""
+    def epoch_minibatches(epoch_index: jax.Array) -> Batch:
+        """The epoch's freshly shuffled minibatches."""
         idx = minibatch_indices(traj.env_ids, jax.random.fold_in(key, epoch_index), config)
-        return jax.lax.scan(minibatch_step, carry, take_minibatches(data, idx, config))
+        return take_minibatches(data, idx, config)
 
-    (params, opt_state), metrics = jax.lax.scan(
-        epoch, (state.params, state.opt_state), jnp.arange(config.update_epochs))
+    (params, opt_state), metrics = sgd_epochs(
+        functools.partial(minibatch_step, grad_fn, optimizer, axis_name),
+        (state.params, state.opt_state), config.update_epochs, epoch_minibatches)
     metrics = collectives.pmean(jax.tree.map(jnp.mean, metrics), axis_name)
     return State(params=params, opt_state=opt_state, iteration=state.iteration + 1), metrics
 
@@ -329,13 +296,8 @@ def greedy_action(agent: Agent) -> RecurrentPolicy:
 
 
 DEFAULT_EVAL_EPISODES = 32  # greedy episodes per evaluation (SMAX's: the win rate)
-SELF_PLAY = False
-MULTI_AGENT = True  # learns teams (EnvSpec.num_agents > 1) and nothing else
+PLAYS = "team"  # what it learns (core.types.PLAYS)
+MEMORY = "optional"  # whether its network is recurrent (core.types.MEMORY)
 
 
-def placement_problem(config: Config, devices: int) -> Optional[str]:
-    """A recurrent config's minibatches are sets of whole env sequences dealt from blocks of
-    `num_minibatches` envs, so each device's envs must divide into them (as PPO's)."""
-    from jaxrl_sys.agents.ppo.agent import placement_problem as ppo_placement
-
-    return ppo_placement(config, devices)
+placement_problem = recurrent_placement_problem  # the family's check of recurrent minibatches

@@ -17,6 +17,8 @@ _SMAX = dict(num_envs=64, rollout_steps=128, hidden=(64, 64), activation="relu",
              max_grad_norm=0.25, learning_rate=2e-3, ent_coef=0.0)
 
 TUNED: tuple[Tuned, ...] = (
+    Tuned("jaxmarl:*", {},
+          "not measured: the MPE simple_spread settings (Config's) for the other JaxMARL tasks"),
     Tuned("jaxmarl:MPE_simple_spread_v3", {},
           "greedy -27.1 (MAPPO), -28.7 (IPPO) over 4 seeds at 5M steps (results/marl.md)"),
     Tuned("jaxmarl:SMAX:*", dict(_SMAX, total_steps=3_000_000),

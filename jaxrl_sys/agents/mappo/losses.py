@@ -7,8 +7,8 @@ from typing import Optional
 
 import jax
 
+from jaxrl_sys.agents.families.policy_gradient_losses import ppo_loss
 from jaxrl_sys.agents.mappo.networks import scored
-from jaxrl_sys.agents.ppo.losses import ppo_loss
 from jaxrl_sys.core.returns import gae
 from jaxrl_sys.core.types import Metrics
 

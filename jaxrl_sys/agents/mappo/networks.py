@@ -13,6 +13,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jaxrl_sys.agents.families.teams import with_agent_ids
 from jaxrl_sys.core import distributions as dist
 from jaxrl_sys.core.networks import MLP, Head, SequenceMemory, initial_memory
 from jaxrl_sys.core.types import PyTree
@@ -77,13 +78,6 @@ def team_memory(memory: str, size: int, envs: int, agents: int) -> PyTree:
     one = initial_memory(memory, size, envs * agents)
     shaped = jax.tree.map(lambda m: m.reshape(envs, agents, *m.shape[1:]), one)
     return (shaped, shaped)
-
-
-def with_agent_ids(x: jax.Array) -> jax.Array:
-    """Inputs [..., N, D] with each agent's one-hot id appended: [..., N, D + N]."""
-    agents = x.shape[-2]
-    ids = jnp.broadcast_to(jnp.eye(agents, dtype=x.dtype), (*x.shape[:-2], agents, agents))
-    return jnp.concatenate([x, ids], axis=-1)
 
 
 def critic_inputs(obs: jax.Array, world_state: jax.Array, central: bool) -> jax.Array:

@@ -8,7 +8,8 @@ targets), losses.py (the unrolled loss) and agent.py (binding, collection, the l
 
 from jaxrl_sys.agents.muzero.agent import (
     DEFAULT_EVAL_EPISODES,
-    SELF_PLAY,
+    MEMORY,
+    PLAYS,
     Agent,
     EnvState,
     State,
@@ -19,6 +20,7 @@ from jaxrl_sys.agents.muzero.agent import (
     init_env_state,
     learn,
     make,
+    placement_problem,
     random_legal_actions,
     sample,
     update,
@@ -83,11 +85,12 @@ __all__ = [
     # the agent contract
     'DEFAULT_ENV',
     'DEFAULT_EVAL_EPISODES',
-    'SELF_PLAY',
+    'MEMORY', 'PLAYS',
     'PROMISES',
     'Config',
     'default_config',
     'make',
+    'placement_problem',
     'greedy_action',
     # config and defaults
     'SEARCHES',

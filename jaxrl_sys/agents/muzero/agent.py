@@ -35,7 +35,7 @@ from jaxrl_sys.agents.muzero.search import (
 from jaxrl_sys.agents.muzero.targets import Batch, reanalysed_policies
 from jaxrl_sys.core import collectives, replay
 from jaxrl_sys.core.learner import (
-    TargetNetState, gradient_step, init_target_net_state, learn_after_warmup,
+    TargetNetState, batch_placement_problem, gradient_step, init_target_net_state, learn_after_warmup,
     learning_rate, local_batch_size, priority_beta, replay_updates,
 )
 from jaxrl_sys.core.rollout import (
@@ -46,7 +46,8 @@ from jaxrl_sys.core.types import BoundAgent, Env, EnvSpec, Metrics
 State = TargetNetState  # online and target parameters, optimiser state, counters
 
 DEFAULT_EVAL_EPISODES = 32  # training acts with exploration noise; report the greedy policy
-SELF_PLAY = True  # two-player zero-sum games: one network plays both sides (discount -gamma)
+PLAYS = "self_play"  # what it learns (core.types.PLAYS)
+MEMORY = "none"  # whether its network is recurrent (core.types.MEMORY)
 
 
 @struct.dataclass
@@ -241,3 +242,6 @@ def greedy_action(agent: Agent) -> Callable[..., jax.Array]:
     return lambda state, obs, key, legal=None, env_state=None: agent.act(
         state.params, obs, key, greedy=True, legal=legal, env_state=env_state
     )
+
+
+placement_problem = batch_placement_problem  # each device samples its share of the batch

@@ -6,18 +6,19 @@ shipped per-env configs and learning promises (defaults.py) of `ppo`; see agent.
 from jaxrl_sys.agents.ppo.agent import (
     DEFAULT_ENV,
     DEFAULT_EVAL_EPISODES,
-    SELF_PLAY,
+    MEMORY,
+    PLAYS,
     Agent,
     Config,
     State,
     Trajectory,
     build_optimizer,
     greedy_action,
-    host_fns,
     init,
     make,
     placement_problem,
 )
+from jaxrl_sys.agents.ppo.host import host_config_problem, host_fns
 from jaxrl_sys.agents.ppo.defaults import MINATAR_GAMES, PROMISES, TUNED, default_config
 from jaxrl_sys.agents.ppo.losses import (
     approx_kl,
@@ -34,7 +35,7 @@ from jaxrl_sys.agents.ppo.networks import build_network
 __all__ = [
     'DEFAULT_ENV',
     'DEFAULT_EVAL_EPISODES',
-    'SELF_PLAY',
+    'MEMORY', 'PLAYS',
     'Agent',
     'Config',
     'MINATAR_GAMES',
@@ -50,6 +51,7 @@ __all__ = [
     'default_config',
     'entropy_term',
     'greedy_action',
+    'host_config_problem',
     'host_fns',
     'importance_ratio',
     'init',

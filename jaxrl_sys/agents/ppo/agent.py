@@ -42,91 +42,23 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
+from jaxrl_sys.agents.families.policy_gradient import (
+    build_optimizer, minibatch_indices, minibatch_step, recurrent_placement_problem, sgd_epochs,
+    shuffled_minibatches, take_minibatches,
+)
+from jaxrl_sys.agents.ppo.config import Config
 from jaxrl_sys.agents.ppo.losses import ppo_loss
 from jaxrl_sys.agents.ppo.networks import (
-    Network, build_network, env_actions, evaluate_sequences, rollout_values, sample_actions,
-    sequence_values, step_policy,
+    Network, build_network, env_actions, evaluate_sequences, sample_actions, sequence_values,
+    step_policy,
 )
 from jaxrl_sys.core import collectives, obs_norm
-from jaxrl_sys.core.config import (
-    ConfigError, RolloutBudget, check_at_least, check_budget, check_choice, check_layer_widths,
-    check_positive, check_unit_interval,
-)
-from jaxrl_sys.core.learner import learning_rate
-from jaxrl_sys.core.networks import (
-    ACTIVATIONS, MEMORIES, TORSOS, initial_memory, reset_memory, scan_unroll,
-)
+from jaxrl_sys.core.networks import initial_memory, reset_memory, scan_unroll
 from jaxrl_sys.core.returns import gae, vtrace
 from jaxrl_sys.core.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
-from jaxrl_sys.core.types import (
-    BoundAgent, Env, EnvSpec, HostFns, Metrics, RecurrentPolicy, Rollout,
-)
+from jaxrl_sys.core.types import BoundAgent, Env, EnvSpec, Metrics, RecurrentPolicy
 
 DEFAULT_ENV = "CartPole-v1"
-
-
-@dataclasses.dataclass(frozen=True)
-class ClippedPPOConfig(RolloutBudget):
-    """The hyper-parameters of every clipped-PPO learner here (PPO's, MAPPO's) and their checks;
-    each agent's Config adds its own fields and sets its own defaults."""
-
-    total_steps: int = 150_000
-    num_envs: int = 32
-    rollout_steps: int = 32
-    update_epochs: int = 4
-    num_minibatches: int = 4
-    learning_rate: float = 2.5e-3
-    anneal_lr: bool = True
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    clip_eps: float = 0.2
-    ent_coef: float = 0.0
-    vf_coef: float = 0.5
-    # value updates clipped to +-clip_eps: suits small (normalised or scaled) returns only
-    clip_value: bool = False
-    max_grad_norm: float = 0.5
-    normalize_advantages: bool = True
-    reward_scale: float = 1.0
-    hidden: tuple[int, ...] = (32, 32)
-    activation: str = "tanh"
-    memory: str = "none"  # or "gru", "lstm": a recurrent core (the agent's module doc)
-    memory_size: int = 128  # units of the recurrent core
-
-    def validate(self) -> None:
-        """Reject values that cannot work, with one line naming the field."""
-        check_at_least(self, 1, "total_steps", "num_envs", "rollout_steps", "update_epochs",
-                       "num_minibatches", "memory_size")
-        check_budget(self)
-        if self.memory == "none" and self.rollout_steps % self.num_minibatches:
-            raise ConfigError(
-                f"rollout_steps={self.rollout_steps} must be divisible by "
-                f"num_minibatches={self.num_minibatches}"
-            )
-        if self.memory != "none" and self.num_envs % self.num_minibatches:
-            raise ConfigError(
-                f"memory={self.memory}: minibatches are sets of envs, so num_envs="
-                f"{self.num_envs} must be divisible by num_minibatches={self.num_minibatches}")
-        check_positive(self, "learning_rate", "max_grad_norm", "clip_eps", "reward_scale")
-        check_unit_interval(self, "gamma", "gae_lambda")
-        check_choice(self, "activation", ACTIVATIONS)
-        check_layer_widths(self, "hidden")
-        check_choice(self, "memory", MEMORIES)
-
-
-@dataclasses.dataclass(frozen=True)
-class Config(ClippedPPOConfig):
-    """PPO hyper-parameters; the defaults solve CartPole-v1 (per-env ones: defaults.py)."""
-
-    torso: str = "mlp"  # or "nature_cnn" (Atari frames), "grid_cnn" (MinAtar): shared by both heads
-    normalize_obs: bool = False
-    vtrace: bool = False  # APPO: V-trace targets with the current policy (see the module doc)
-
-    def validate(self) -> None:
-        """Reject values that cannot work, with one line naming the field."""
-        super().validate()
-        if not isinstance(self.vtrace, bool):
-            raise ConfigError(f"vtrace must be true or false, got {self.vtrace!r}")
-        check_choice(self, "torso", TORSOS)
 
 
 @struct.dataclass
@@ -163,15 +95,6 @@ class Agent(BoundAgent):
 
     network: Network
     step_policy: Callable[..., Any]
-
-
-def build_optimizer(config: Config) -> optax.GradientTransformation:
-    """Adam with global-norm clipping and (optionally) a linearly annealed learning rate."""
-    updates = config.num_iterations * config.update_epochs * config.num_minibatches
-    lr = learning_rate(config.learning_rate, config.anneal_lr, updates)
-    return optax.chain(
-        optax.clip_by_global_norm(config.max_grad_norm), optax.adam(lr, eps=1e-5)
-    )
 
 
 def init(key: jax.Array, spec: EnvSpec, config: Config) -> State:
@@ -257,67 +180,6 @@ def minibatch_loss(network: Network, config: Config, axis_name: Optional[str],
     )
 
 
-def minibatch_indices(env_ids: jax.Array, key: jax.Array, config: Config) -> jax.Array:
-    """Time indices [num_minibatches, T / num_minibatches, B]: each env's steps permuted with a
-    key of the env's global id, so the global minibatch is the same whatever the envs' split
-    over devices, then cut into minibatches. Recurrent: `env_minibatch_indices` instead."""
-    if config.memory != "none":
-        return env_minibatch_indices(env_ids, key, config.num_minibatches)
-    perms = jax.vmap(lambda k: jax.random.permutation(k, config.rollout_steps))(
-        per_env_keys(key, env_ids)
-    ).T  # [T, B]: for env b, time index perms[t, b] goes to slot t
-    steps_per_minibatch = config.rollout_steps // config.num_minibatches
-    return perms.reshape(config.num_minibatches, steps_per_minibatch, perms.shape[1])
-
-
-def env_minibatch_indices(env_ids: jax.Array, key: jax.Array, num_minibatches: int) -> jax.Array:
-    """Local env indices [num_minibatches, B / num_minibatches]: the envs in blocks of
-    `num_minibatches` consecutive global ids, each block permuted with a key of its first id and
-    dealt one env per minibatch. Every minibatch holds whole env sequences, and the same ones
-    whatever the envs' split over devices (each device holds whole blocks)."""
-    envs = env_ids.shape[0]
-    if envs % num_minibatches:
-        raise ConfigError(f"memory: each device's {envs} envs must divide into "
-                          f"num_minibatches={num_minibatches} sets of whole sequences")
-    blocks = envs // num_minibatches
-    perms = jax.vmap(lambda k: jax.random.permutation(k, num_minibatches))(
-        per_env_keys(key, env_ids[::num_minibatches] // num_minibatches))  # [blocks, M]
-    return (perms + num_minibatches * jnp.arange(blocks)[:, None]).T
-
-
-def take_envs(data: Batch, idx: jax.Array) -> Batch:
-    """`data` ([T, B, ...], memory [B, ...]) at the env indices `idx` [M, b]: minibatches
-    [M, T, b, ...] with their memory [M, b, ...]."""
-    memory = jax.tree.map(lambda m: m[idx], data.memory)
-    steps = jax.tree.map(lambda x: jnp.moveaxis(x[:, idx], 1, 0), data._replace(memory=None))
-    return steps._replace(memory=memory)
-
-
-def take_minibatches(data: Batch, idx: jax.Array, config: Config) -> Batch:
-    """`data` [T, B, ...] as the minibatches of `minibatch_indices`' `idx`: [M, T/M, B, ...]
-    steps, or (recurrent) [M, T, B/M, ...] env sequences."""
-    return take_envs(data, idx) if config.memory != "none" else take_steps(data, idx)
-
-
-def take_steps(data: Any, idx: jax.Array) -> Any:
-    """Every leaf [T, B, ...] of `data` at the per-env time indices `idx` [..., B]."""
-    def take(x):
-        """One leaf [T, B, ...] gathered along time."""
-        flat = idx.reshape(-1, idx.shape[-1])
-        gathered = jnp.take_along_axis(x, flat.reshape(flat.shape + (1,) * (x.ndim - 2)), axis=0)
-        return gathered.reshape(*idx.shape, *x.shape[2:])
-
-    return jax.tree.map(take, data)
-
-
-def shuffled_minibatches(data: Batch, env_ids: jax.Array, key: jax.Array,
-                         config: Config) -> Batch:
-    """`data` [T, B, ...] as minibatches at `minibatch_indices`: steps permuted inside each
-    env [num_minibatches, T / num_minibatches, B, ...], or (recurrent) sets of whole env
-    sequences [num_minibatches, T, B / num_minibatches, ...]."""
-    return take_minibatches(data, minibatch_indices(env_ids, key, config), config)
-
-
 def vtrace_targets(network: Network, config: Config, params: Any, obs: jax.Array,
                    traj: Trajectory) -> tuple[jax.Array, jax.Array]:
     """V-trace's (pg advantages [T, B], value targets vs [T, B]) for the whole rollout under
@@ -354,38 +216,27 @@ def update(network: Network, optimizer: optax.GradientTransformation, config: Co
                  traj.starts, traj.memory)
     grad_fn = jax.grad(functools.partial(minibatch_loss, network, config, axis_name),
                        has_aux=True)
+    step = functools.partial(minibatch_step, grad_fn, optimizer, axis_name)
 
-    def minibatch_step(carry, batch: Batch):
-        """One gradient step (averaged over devices) on a minibatch [M, B, ...]."""
-        params, opt_state = carry
-        grads, metrics = grad_fn(params, batch)
-        grads = collectives.pmean(grads, axis_name)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        params = optax.apply_updates(params, updates)
-        return (params, opt_state), metrics
-
-    def vtrace_minibatch_step(carry, idx: jax.Array):
-        """`minibatch_step` on the steps `idx` [M, B] with V-trace targets of the current
-        parameters."""
+    def vtrace_step(carry, idx: jax.Array):
+        """`step` on the steps `idx` [M, B] with V-trace targets of the current parameters."""
         advantages, returns = vtrace_targets(network, config, carry[0], obs, traj)
         batch = take_minibatches(data._replace(advantages=advantages, returns=returns), idx,
                                  config)
-        return minibatch_step(carry, batch)
+        return step(carry, batch)
 
-    def epoch(carry, epoch_index):
-        """One pass over the whole trajectory in freshly shuffled minibatches."""
+    def epoch_minibatches(epoch_index: jax.Array):
+        """The epoch's freshly shuffled minibatches (V-trace: their indices)."""
         epoch_key = jax.random.fold_in(key, epoch_index)
-        unroll = scan_unroll(config.torso, config.num_minibatches)
         if config.vtrace:
-            return jax.lax.scan(vtrace_minibatch_step, carry,
-                                minibatch_indices(traj.env_ids, epoch_key, config), unroll=unroll)
-        minibatches = shuffled_minibatches(data, traj.env_ids, epoch_key, config)
-        return jax.lax.scan(minibatch_step, carry, minibatches, unroll=unroll)
+            return minibatch_indices(traj.env_ids, epoch_key, config)
+        return shuffled_minibatches(data, traj.env_ids, epoch_key, config)
 
-    (params, opt_state), metrics = jax.lax.scan(
-        epoch, (state.params, state.opt_state), jnp.arange(config.update_epochs),
-        unroll=scan_unroll(config.torso, config.update_epochs),
-    )
+    (params, opt_state), metrics = sgd_epochs(
+        vtrace_step if config.vtrace else step, (state.params, state.opt_state),
+        config.update_epochs, epoch_minibatches,
+        epoch_unroll=scan_unroll(config.torso, config.update_epochs),
+        minibatch_unroll=scan_unroll(config.torso, config.num_minibatches))
     metrics = collectives.pmean(jax.tree.map(jnp.mean, metrics), axis_name)
     new_state = State(params=params, opt_state=opt_state, iteration=state.iteration + 1,
                       obs_stats=obs_norm.update(state.obs_stats, traj.obs, axis_name))
@@ -456,72 +307,8 @@ def greedy_action(agent: Agent) -> Union[Callable[[State, jax.Array, jax.Array],
 
 
 DEFAULT_EVAL_EPISODES = 0  # PPO's training returns already measure its (stochastic) policy
-SELF_PLAY = False  # one agent's view of the env: no two-player self-play, no legal-move masks
+PLAYS = "single"  # what it learns (core.types.PLAYS)
+MEMORY = "optional"  # whether its network is recurrent (core.types.MEMORY)
 
 
-def placement_problem(config: Config, devices: int) -> Optional[str]:
-    """A recurrent config's minibatches are sets of whole env sequences dealt from blocks of
-    `num_minibatches` envs, so each device's envs must divide into them."""
-    local = config.num_envs // devices
-    if config.memory != "none" and local % config.num_minibatches:
-        return (f"memory={config.memory}: {devices} devices leave {local} envs each, which do "
-                f"not divide into num_minibatches={config.num_minibatches} sets of whole "
-                "sequences")
-    return None
-
-
-def host_fns(agent: Agent) -> HostFns:
-    """PPO for the host loop: the same `act` and `update`, on rollouts from worker processes.
-
-    The values of both the steps' observations and their next observations (for GAE, for
-    bootstrapping through truncation, and as the reference of value clipping) are taken with
-    the learner's parameters: with staleness 1 the acting parameters are an update older, and
-    mixing the two value functions in one advantage biases it.
-    The log-probabilities stay the acting ones: the importance ratio (and, with `vtrace`,
-    V-trace's rho, which corrects the targets for the staleness) is against the policy that
-    chose the actions.
-
-    A recurrent config's actors carry each env's state (`HostFns.initial_memory`); `act`
-    records the state before each step and where episodes start, and the learner replays the
-    rollout from the state before its first step, as the device loop does.
-    """
-    config = agent.config
-    recurrent = config.memory != "none"
-
-    def act(actor, obs, keys, env_steps, env_ids, memory=None, starts=None):
-        """Sampled actions [B] for the workers' observations [B, ...] (per-env keys [B]),
-        their log-probs, and (recurrent) the state before the step and the one after it."""
-        params, obs_stats = actor
-        new_memory, action, log_prob, _ = agent.step_policy(
-            params, memory, obs_norm.normalize(obs_stats, obs), starts, keys)
-        if not recurrent:
-            return action, {"log_prob": log_prob}
-        return action, {"log_prob": log_prob, "memory": memory, "starts": starts}, new_memory
-
-    def learn(state: State, replay, rollout: Rollout, key):
-        """`update` on a rollout [T, B, ...] from the workers, with the learner's values."""
-        normalize = functools.partial(obs_norm.normalize, state.obs_stats)
-        starts = rollout.extras["starts"] if recurrent else None
-        memory = jax.tree.map(lambda m: m[0], rollout.extras["memory"]) if recurrent else None
-        values, next_values = rollout_values(agent.network, state.params, memory,
-                                             normalize(rollout.obs), starts,
-                                             normalize(rollout.next_obs))
-        trajectory = Trajectory(
-            obs=rollout.obs, actions=rollout.action, log_probs=rollout.extras["log_prob"],
-            values=values, next_values=next_values,
-            rewards=rollout.reward * config.reward_scale, terminated=rollout.terminated,
-            truncated=rollout.truncated, env_ids=rollout.env_ids, starts=starts, memory=memory,
-        )
-        state, metrics = agent.update(state, trajectory, key)
-        return state, replay, metrics
-
-    return HostFns(
-        init=lambda key: (agent.init(key), None),
-        actor_params=lambda state: (state.params, state.obs_stats),
-        act=act,
-        learn=learn,
-        num_envs=config.num_envs,
-        rollout_steps=config.rollout_steps,
-        initial_memory=(functools.partial(initial_memory, config.memory, config.memory_size)
-                        if recurrent else None),
-    )
+placement_problem = recurrent_placement_problem  # the family's check of recurrent minibatches

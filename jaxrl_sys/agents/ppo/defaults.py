@@ -68,8 +68,9 @@ TUNED: tuple[Tuned, ...] = (
                normalize_obs=True, learning_rate=3e-4, hidden=(64, 64)),
           "greedy 92.9 ± 0.0 over 4 seeds at 2M steps, reference 92 (results/classic.md)"),
     *(Tuned(f"{game}-MinAtar", _MINATAR, _MINATAR_REACHED[game]) for game in MINATAR_GAMES),
+    Tuned("*-MinAtar", _MINATAR, "the settings measured on each of the five games, above"),
     Tuned("brax:*", dict(_BRAX, total_steps=5_000_000),
-          "not tuned per task; nothing recorded (docs/notes/ppo.md)"),
+          "not measured: PureJaxRL's Brax batch; tuned per task only where an entry says"),
     Tuned("brax:inverted_pendulum", dict(_BRAX, total_steps=2_000_000),
           "greedy 1000, the most, over 16 episodes after 2M steps (docs/notes/ppo.md)"),
     Tuned("gymnasium:ALE/*", _ATARI, _ATARI_REACHED),
@@ -81,6 +82,9 @@ TUNED: tuple[Tuned, ...] = (
           "Easy levels, greedy over 4 seeds at 1M steps: RepeatFirst 1.02 (the most), "
           "RepeatPrevious 0.98, StatelessCartPole 1.0; CountRecall -0.84 (feed-forward: -0.5, "
           "-0.5, 0.2, -0.93); results/memory.md"),
+    Tuned("*-bsuite", dict(total_steps=500_000, num_envs=16, learning_rate=5e-4, anneal_lr=False,
+                           ent_coef=0.01, max_grad_norm=1.0, hidden=(64, 64)),
+          "not measured: Catch's settings with a larger budget for the other bsuite tasks"),
     Tuned("Catch-bsuite",
           dict(total_steps=100_000, num_envs=16, learning_rate=5e-4, anneal_lr=False,
                ent_coef=0.01, max_grad_norm=1.0, hidden=(64, 64)),

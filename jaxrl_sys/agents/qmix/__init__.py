@@ -9,8 +9,8 @@ the rest)."""
 
 from jaxrl_sys.agents.qmix.agent import (
     DEFAULT_EVAL_EPISODES,
-    MULTI_AGENT,
-    SELF_PLAY,
+    MEMORY,
+    PLAYS,
     Agent,
     EnvState,
     State,
@@ -49,7 +49,7 @@ from jaxrl_sys.agents.qmix.networks import (
 )
 
 __all__ = [
-    'DEFAULT_ENV', 'DEFAULT_EVAL_EPISODES', 'MIXERS', 'MULTI_AGENT', 'PROMISES', 'SELF_PLAY',
+    'DEFAULT_ENV', 'DEFAULT_EVAL_EPISODES', 'MIXERS', 'PROMISES', 'MEMORY', 'PLAYS',
     'TUNED', 'Agent', 'Batch', 'Config', 'EnvState', 'MonotonicMixer', 'State', 'TeamQNetwork',
     'act', 'add_items', 'build_mixer', 'build_network', 'build_optimizer', 'collect',
     'default_config', 'double_q_next_values', 'epsilon_greedy',

@@ -9,15 +9,15 @@ replayed joint steps on device.
     train_step(state, env_state, key) -> (state, env_state, metrics)
 
 One set of Q-network parameters serves every agent (its one-hot id is appended to its
-observation); acting is epsilon-greedy among each agent's legal actions (DQN's schedule). With
-`memory="gru"|"lstm"` the network is recurrent: the state is kept per (env, agent) in the env
-carry, reset in the step its env ends, and stored with each replay item, which R2D2's way
-replays from it after a burn-in. Every iteration steps each env `rollout_steps` times and
-writes its steps into replay as items of `seq_length` steps (with the `burn_in` steps before
-each). The replay buffer is env-major and lives in the per-env state, as DQN's and R2D2's: under
-the execution layer each device keeps the items of its own envs, samples its share of the
-global batch (randomness folded with the device index) and averages gradients with
-`lax.pmean`. The targets and loss are in losses.py, the networks in networks.py.
+observation); acting is epsilon-greedy among each agent's legal actions (the family's
+schedule). With `memory="gru"|"lstm"` the network is recurrent: the state is kept per (env,
+agent) in the env carry, reset in the step its env ends, and stored with each replay item,
+which is replayed from it after a burn-in (as R2D2 does). Every iteration steps each env
+`rollout_steps` times and writes its steps into replay as items of `seq_length` steps (with the
+`burn_in` steps before each). The replay buffer is env-major and lives in the per-env state, as
+DQN's and R2D2's: under the execution layer each device keeps the items of its own envs,
+samples its share of the global batch (randomness folded with the device index) and averages
+gradients with `lax.pmean`. The targets and loss are in losses.py, the networks in networks.py.
 """
 
 from __future__ import annotations
@@ -31,10 +31,9 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxrl_sys.agents.dqn.agent import epsilon_at  # DQN's exploration schedule
-from jaxrl_sys.agents.r2d2.agent import (  # R2D2's warm-up and annealing, over sequence replay
-    first_learning_iteration, learning_rate,
-)
+from jaxrl_sys.agents.families import q_learning
+from jaxrl_sys.agents.families.q_learning import epsilon_at, first_learning_iteration
+from jaxrl_sys.agents.families.teams import check_team
 from jaxrl_sys.agents.qmix import losses
 from jaxrl_sys.agents.qmix.config import Config
 from jaxrl_sys.agents.qmix.losses import Batch
@@ -42,9 +41,8 @@ from jaxrl_sys.agents.qmix.networks import (
     MonotonicMixer, TeamQNetwork, epsilon_greedy, masked_argmax, team_memory, team_q,
 )
 from jaxrl_sys.core import collectives, replay
-from jaxrl_sys.core.config import ConfigError
 from jaxrl_sys.core.learner import (
-    TargetNetState, device_key, gradient_step, init_target_net_state,
+    TargetNetState, batch_placement_problem, device_key, gradient_step, init_target_net_state,
     learn_after_warmup, local_batch_size, replay_updates,
 )
 from jaxrl_sys.core.networks import reset_memory
@@ -55,8 +53,8 @@ from jaxrl_sys.core.types import BoundAgent, Env, EnvSpec, Metrics, PyTree, Recu
 
 State = TargetNetState  # online and target parameters {"agent", "mixer"}, optimiser, counters
 DEFAULT_EVAL_EPISODES = 32  # training returns are epsilon-greedy; report the greedy policy
-SELF_PLAY = False
-MULTI_AGENT = True  # learns teams (EnvSpec.num_agents > 1) and nothing else
+PLAYS = "team"  # what it learns (core.types.PLAYS)
+MEMORY = "optional"  # whether its network is recurrent (core.types.MEMORY)
 
 
 @struct.dataclass
@@ -82,13 +80,6 @@ class Agent(BoundAgent):
     init_replay: Callable[[int], Any]
 
 
-def check_team(spec: EnvSpec) -> None:
-    """One line unless `spec` is a team of agents with discrete actions."""
-    if spec.num_agents < 2 or not spec.discrete:
-        raise ConfigError(f"{spec.name} is not a multi-agent env with discrete actions "
-                          "(jaxmarl:<env>, jaxmarl:SMAX:<map>)")
-
-
 def build_network(spec: EnvSpec, config: Config) -> TeamQNetwork:
     """The agents' shared Q-network for a team spec."""
     return TeamQNetwork(spec.action_space.n, tuple(config.hidden), config.activation,
@@ -104,10 +95,10 @@ def build_mixer(config: Config) -> Optional[MonotonicMixer]:
 
 
 def build_optimizer(config: Config) -> optax.GradientTransformation:
-    """RAdam (JaxMARL's) or Adam at R2D2's `learning_rate(config)` (annealed over the learner
+    """RAdam (JaxMARL's) or Adam at the family's learning rate (annealed over the learner
     steps) on gradients clipped to `max_grad_norm`."""
-    opt = optax.radam if config.optimizer == "radam" else optax.adam
-    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), opt(learning_rate(config)))
+    return q_learning.build_optimizer(
+        config, optax.radam if config.optimizer == "radam" else optax.adam)
 
 
 def init(key: jax.Array, spec: EnvSpec, config: Config) -> State:
@@ -351,10 +342,4 @@ def greedy_action(agent: Agent) -> RecurrentPolicy:
         step=step)
 
 
-def placement_problem(config: Config, devices: int) -> Optional[str]:
-    """Each device samples its share of the global batch from the replay of its own envs, so
-    `batch_size` must divide over the devices."""
-    if config.batch_size % devices:
-        return (f"batch_size={config.batch_size} does not divide over {devices} devices "
-                "(each samples its share from its own envs' replay)")
-    return None
+placement_problem = batch_placement_problem  # each device samples its share of the batch

@@ -1,21 +1,20 @@
-"""QMIX's and VDN's hyper-parameters and the checks that reject values which cannot work."""
+"""QMIX's and VDN's hyper-parameters: the Q-learning family's config with replay items of
+sequences, an optional recurrent core and the mixer."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from jaxrl_sys.core.config import (
-    ConfigError, RolloutBudget, check_at_least, check_budget, check_choice, check_layer_widths,
-    check_positive, check_unit_interval,
-)
-from jaxrl_sys.core.networks import ACTIVATIONS, MEMORIES
+from jaxrl_sys.agents.families.q_learning import QLearningConfig
+from jaxrl_sys.core.config import ConfigError, check_at_least, check_choice, check_positive
+from jaxrl_sys.core.networks import MEMORIES
 
 MIXERS = ("qmix", "vdn")  # a monotonic hypernetwork mixer on the world state, or the sum
 OPTIMIZERS = ("radam", "adam")
 
 
 @dataclasses.dataclass(frozen=True)
-class Config(RolloutBudget):
+class Config(QLearningConfig):
     """QMIX (`mixer="qmix"`) or VDN (`mixer="vdn"`) hyper-parameters; the defaults learn MPE
     simple_spread (per-env ones: defaults.py), starting from JaxMARL's Q-learning baselines.
 
@@ -26,30 +25,22 @@ class Config(RolloutBudget):
     """
 
     total_steps: int = 5_000_000
-    num_envs: int = 32
     rollout_steps: int = 16  # steps per env per iteration
     seq_length: int = 1  # learned steps of a replay item; divides rollout_steps
     burn_in: int = 0  # earlier steps per item that only warm the recurrent state
-    updates_per_iteration: int = 4  # gradient steps per iteration
     buffer_size: int = 100_000  # replay items (of seq_length steps) per seed, over all envs
     batch_size: int = 128  # items, global, split over devices
-    learning_starts: int = 10_000  # env steps per seed before learning
+    learning_starts: int = 10_000
     learning_rate: float = 0.005
     optimizer: str = "radam"
-    anneal_lr: bool = True  # linearly to learning_rate * final_lr_fraction over learner steps
-    final_lr_fraction: float = 0.0
     max_grad_norm: float = 25.0
     gamma: float = 0.9
     n_step: int = 1  # n-step team returns inside an item
-    double_q: bool = True  # the online network picks the next actions, the target values them
-    target_update_period: int = 200  # gradient steps between target updates
-    tau: float = 1.0  # 1.0: copy; < 1: Polyak averaging at every target update
-    epsilon_start: float = 1.0
-    epsilon_end: float = 0.05
-    exploration_fraction: float = 0.1  # of total_steps
+    target_update_period: int = 200
+    tau: float = 1.0
+    exploration_fraction: float = 0.1
     reward_scale: float = 1.0
     hidden: tuple[int, ...] = (64, 64)  # the agents' torso widths (shared by every agent)
-    activation: str = "relu"
     memory: str = "none"  # or "gru", "lstm": a recurrent core after the torso
     memory_size: int = 64
     mixer: str = "qmix"  # or "vdn"
@@ -64,11 +55,10 @@ class Config(RolloutBudget):
 
     def validate(self) -> None:
         """Reject values that cannot work, with one line naming the field."""
-        check_at_least(self, 1, "total_steps", "num_envs", "rollout_steps", "seq_length",
-                       "updates_per_iteration", "batch_size", "n_step", "target_update_period",
-                       "memory_size", "mixer_embedding", "mixer_hypernet_hidden")
-        check_at_least(self, 0, "burn_in", "learning_starts")
-        check_budget(self)
+        check_at_least(self, 1, "rollout_steps", "seq_length", "memory_size",
+                       "mixer_embedding", "mixer_hypernet_hidden")
+        check_at_least(self, 0, "burn_in")
+        super().validate()
         if self.rollout_steps % self.seq_length:
             raise ConfigError(f"seq_length={self.seq_length} must divide "
                               f"rollout_steps={self.rollout_steps} (items are its pieces)")
@@ -84,12 +74,7 @@ class Config(RolloutBudget):
         if self.buffer_size < self.num_envs * self.items_per_iteration:
             raise ConfigError(f"buffer_size={self.buffer_size} must hold one iteration's items "
                               f"of every env ({self.num_envs * self.items_per_iteration})")
-        check_positive(self, "learning_rate", "max_grad_norm", "tau", "reward_scale",
-                       "mixer_init_scale")
-        check_unit_interval(self, "gamma", "tau", "final_lr_fraction", "epsilon_start",
-                            "epsilon_end", "exploration_fraction")
+        check_positive(self, "reward_scale", "mixer_init_scale")
         check_choice(self, "optimizer", OPTIMIZERS)
-        check_choice(self, "activation", ACTIVATIONS)
         check_choice(self, "memory", MEMORIES)
         check_choice(self, "mixer", MIXERS)
-        check_layer_widths(self, "hidden")

@@ -23,6 +23,8 @@ _SMAX = dict(memory="gru", hidden=(128,), memory_size=128, num_envs=32, rollout_
              total_steps=3_000_000)
 
 TUNED: tuple[Tuned, ...] = (
+    Tuned("jaxmarl:*", {},
+          "not measured: the MPE simple_spread settings (Config's) for the other JaxMARL tasks"),
     Tuned("jaxmarl:MPE_simple_spread_v3", {},
           "5M steps, 4 seeds, greedy team-sum return: qmix -36.5 (CPU) / -40.4 (H200), "
           "vdn -31.4 (H200); random play about -80"),

@@ -17,7 +17,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxrl_sys.agents.mappo.networks import with_agent_ids
+from jaxrl_sys.agents.families.teams import with_agent_ids
 from jaxrl_sys.core.networks import MLP, Head, SequenceMemory, initial_memory, orthogonal
 from jaxrl_sys.core.types import PyTree
 

@@ -8,20 +8,24 @@ and the rest)."""
 
 from jaxrl_sys.agents.r2d2.agent import (
     DEFAULT_EVAL_EPISODES,
-    SELF_PLAY,
+    MEMORY,
+    PLAYS,
     Agent,
     EnvState,
     State,
     act,
-    build_optimizer,
     collect,
-    first_learning_iteration,
     greedy_action,
     init,
     learn,
-    learner_steps,
     make,
+    placement_problem,
     update,
+)
+from jaxrl_sys.agents.families.q_learning import (
+    build_optimizer,
+    first_learning_iteration,
+    learner_steps,
 )
 from jaxrl_sys.agents.r2d2.config import Config
 from jaxrl_sys.agents.r2d2.defaults import DEFAULT_ENV, PROMISES, TUNED, default_config
@@ -53,6 +57,7 @@ __all__ = [
     'Agent',
     'build_network',
     'build_optimizer',
+    'placement_problem',
     'first_learning_iteration',
     'learner_steps',
     'init',
@@ -63,7 +68,7 @@ __all__ = [
     'make',
     'greedy_action',
     'DEFAULT_EVAL_EPISODES',
-    'SELF_PLAY',
+    'MEMORY', 'PLAYS',
     'step_q',
     'next_q',
     'unroll',

@@ -25,14 +25,16 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxrl_sys.agents.dqn.agent import exploration_epsilons, mean_epsilon  # DQN's schedules
+from jaxrl_sys.agents.families.q_learning import (
+    build_optimizer, exploration_epsilons, first_learning_iteration, mean_epsilon,
+)
 from jaxrl_sys.agents.r2d2 import losses
 from jaxrl_sys.agents.r2d2.config import Config
 from jaxrl_sys.agents.r2d2.losses import Batch
 from jaxrl_sys.agents.r2d2.networks import RecurrentQNetwork, build_network, step_q
 from jaxrl_sys.core import collectives, replay
 from jaxrl_sys.core.learner import (
-    TargetNetState, device_key, exact_linear_schedule, gradient_step, init_target_net_state,
+    TargetNetState, batch_placement_problem, device_key, gradient_step, init_target_net_state,
     learn_after_warmup, local_batch_size, priority_beta, replay_updates,
 )
 from jaxrl_sys.core.networks import initial_memory, reset_memory, scan_unroll
@@ -41,7 +43,8 @@ from jaxrl_sys.core.types import BoundAgent, Env, EnvSpec, Metrics, PyTree, Recu
 
 State = TargetNetState  # online and target parameters, optimiser state, counters
 DEFAULT_EVAL_EPISODES = 32  # training returns are epsilon-greedy; report the greedy policy
-SELF_PLAY = False  # one agent's view of the env: no two-player self-play, no legal-move masks
+PLAYS = "single"  # what it learns (core.types.PLAYS)
+MEMORY = "always"  # whether its network is recurrent (core.types.MEMORY)
 
 
 @struct.dataclass
@@ -64,34 +67,6 @@ class Agent(BoundAgent):
     network: RecurrentQNetwork
     collect: Callable[..., Any]
     init_replay: Callable[[int], Any]
-
-
-def first_learning_iteration(config: Config) -> int:
-    """The first iteration that learns: the one after which replay holds `learning_starts`
-    env steps (iterations count from 0; every iteration writes an item per env)."""
-    return max(0, -(-config.learning_starts // config.steps_per_iteration) - 1)
-
-
-def learner_steps(config: Config) -> int:
-    """Gradient steps in the config's `num_iterations`: the warm-up's iterations take none."""
-    learning_iterations = max(0, config.num_iterations - first_learning_iteration(config))
-    return learning_iterations * config.updates_per_iteration
-
-
-def learning_rate(config: Config) -> optax.ScalarOrSchedule:
-    """`learning_rate`, or (`anneal_lr`) its linear schedule over the learner steps down to
-    `learning_rate * final_lr_fraction`."""
-    rate = config.learning_rate
-    if config.anneal_lr:
-        rate = exact_linear_schedule(rate, rate * config.final_lr_fraction,
-                                     learner_steps(config) - 1)
-    return rate
-
-
-def build_optimizer(config: Config) -> optax.GradientTransformation:
-    """Adam at `learning_rate(config)` on gradients clipped to `max_grad_norm`."""
-    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
-                       optax.adam(learning_rate(config)))
 
 
 def init(key: jax.Array, spec: EnvSpec, config: Config) -> State:
@@ -291,3 +266,6 @@ def greedy_action(agent: Agent) -> RecurrentPolicy:
     return RecurrentPolicy(
         initial=lambda batch: initial_memory(config.memory, config.memory_size, batch),
         step=step)
+
+
+placement_problem = batch_placement_problem  # each device samples its share of the batch

@@ -16,6 +16,16 @@ TUNED: tuple[Tuned, ...] = (
     Tuned("MemoryChain-bsuite", {},
           "memory_length 5: greedy 1.0 on each of 4 seeds at 500k steps, 1.0 from the first "
           "chunk (25k steps) on; memory_length 30 needs longer sequences (docs/notes/r2d2.md)"),
+    Tuned("*-bsuite", {},
+          "not measured: MemoryChain's settings for the other bsuite tasks"),
+    Tuned("*-popgym", dict(total_steps=1_000_000, memory_size=128, hidden=(128,)),
+          "not measured: MemoryChain's settings, wider and twice as long, for POPGym"),
+    Tuned("*-MinAtar",
+          dict(total_steps=5_000_000, num_envs=64, torso="grid_cnn", hidden=(256,),
+               memory_size=256, learning_rate=2.5e-4, buffer_size=8_192, batch_size=64,
+               learning_starts=20_000, target_update_period=500, tau=1.0,
+               exploration="apex"),
+          "not measured: R2D2's Ape-X exploration and hard target copies at MinAtar's size"),
 )
 
 # two seeds: the case then trains in under a minute on two CPU cores

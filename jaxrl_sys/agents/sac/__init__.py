@@ -7,16 +7,17 @@ and the envs they are promised to learn (`PROMISES`)."""
 from jaxrl_sys.agents.sac.agent import (
     Agent,
     greedy_action,
-    host_config_problem,
-    host_fns,
     make,
+    placement_problem,
 )
+from jaxrl_sys.agents.sac.host import host_config_problem, host_fns
 from jaxrl_sys.agents.sac.config import Config
 from jaxrl_sys.agents.sac.defaults import (
     DEFAULT_ENV,
     DEFAULT_EVAL_EPISODES,
+    MEMORY,
+    PLAYS,
     PROMISES,
-    SELF_PLAY,
     TUNED,
     default_config,
 )
@@ -57,9 +58,10 @@ __all__ = [
     'Agent',
     'mean_over_learned',
     'make',
+    'placement_problem',
     'greedy_action',
     'DEFAULT_EVAL_EPISODES',
-    'SELF_PLAY',
+    'MEMORY', 'PLAYS',
     'host_config_problem',
     'host_fns',
 ]

@@ -36,15 +36,16 @@ import jax.numpy as jnp
 import optax
 
 from jaxrl_sys.agents.sac import losses
-from jaxrl_sys.agents.sac.acting import act, next_noise, policy_or_explore, white_noise
+from jaxrl_sys.agents.sac.acting import act, next_noise, policy_or_explore
 from jaxrl_sys.agents.sac.config import Config
 from jaxrl_sys.agents.sac.learner import absorb, init, local_batch_size, mean_over_learned, update
 from jaxrl_sys.agents.sac.networks import Actor, Critic
-from jaxrl_sys.agents.sac.types import EnvState, Params, Setup, State
+from jaxrl_sys.agents.sac.types import EnvState, Setup, State
 from jaxrl_sys.core import collectives, obs_norm, replay
 from jaxrl_sys.core.config import ConfigError
+from jaxrl_sys.core.learner import batch_placement_problem
 from jaxrl_sys.core.rollout import episode_metrics, per_env_keys, reset_envs, step_envs
-from jaxrl_sys.core.types import BoundAgent, Box, Env, HostFns, Metrics, Rollout
+from jaxrl_sys.core.types import BoundAgent, Box, Env, Metrics
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +54,7 @@ class Agent(BoundAgent):
 
     actor: Actor
     critic: Critic
-    host: HostFns  # the same act and update for the host loop (see `host_fns`)
+    setup: Setup  # what the functions are bound to (the host loop's functions bind it too)
 
 
 def transition(obs_dtype: Any, obs: jax.Array, action: jax.Array, reward: jax.Array,
@@ -128,52 +129,6 @@ def train_step(setup: Setup, state: State, env_state: EnvState, key: jax.Array
     return state, env_state, {**mean_over_learned(metrics, learned), **episodes}
 
 
-def host_init(setup: Setup, key: jax.Array) -> tuple[State, replay.ReplayState]:
-    """The host loop's learner state and its replay over all `num_envs` envs."""
-    return init(setup, key), init_replay(setup, setup.config.num_envs)
-
-
-def host_actor_params(state: State) -> tuple[Params, Optional[obs_norm.RunningStats]]:
-    """What the host loop's actors need: the parameters and the observation statistics."""
-    return state.params, state.obs_stats
-
-
-def host_act(setup: Setup, actor: tuple[Params, Optional[obs_norm.RunningStats]],
-             obs: jax.Array, keys: jax.Array, env_steps: jax.Array,
-             env_ids: jax.Array) -> tuple[jax.Array, dict]:
-    """The host loop's actions [B, A] for observations [B, ...] (per-env keys [B]), with
-    white noise (random before `learning_starts`), and no extras."""
-    params, obs_stats = actor
-    act_keys, explore_keys = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
-    return policy_or_explore(setup, params, obs_norm.normalize(obs_stats, obs),
-                             white_noise(act_keys, setup.action_dim), explore_keys,
-                             env_steps), {}
-
-
-def host_learn(setup: Setup, state: State, buffer: replay.ReplayState, rollout: Rollout,
-               key: jax.Array) -> tuple[State, replay.ReplayState, Metrics]:
-    """The host loop's learner: `absorb` each step of a rollout (leaves [T, envs, ...]), as
-    `train_step` does."""
-    obs_dtype = jnp.dtype(setup.env.spec.obs_dtype)
-
-    def one_step(carry, t):
-        state, buffer = carry
-        step = jax.tree.map(lambda x: x[t], rollout)
-        state, buffer, metrics, learned = absorb(
-            setup, state, buffer,
-            transition(obs_dtype, step.obs, step.action, step.reward, step.terminated,
-                       step.next_obs),
-            jax.random.fold_in(key, t), setup.config.batch_size,
-        )
-        return (state, buffer), (metrics, learned)
-
-    steps = rollout.reward.shape[0]
-    (state, buffer), (metrics, learned) = jax.lax.scan(
-        one_step, (state, buffer), jnp.arange(steps)
-    )
-    return state, buffer, mean_over_learned(metrics, learned)
-
-
 def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent:
     """Bind SAC to `env` and `config`; `axis_name` is the device axis gradients average over.
 
@@ -204,15 +159,7 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
     bind = functools.partial
     return Agent(
         config, spec, bind(init, setup), bind(init_envs, setup), bind(act, setup),
-        bind(update, setup), bind(train_step, setup), actor=actor, critic=critic,
-        host=HostFns(
-            init=bind(host_init, setup),
-            actor_params=host_actor_params,
-            act=bind(host_act, setup),
-            learn=bind(host_learn, setup),
-            num_envs=config.num_envs,
-            rollout_steps=config.rollout_steps,
-        ),
+        bind(update, setup), bind(train_step, setup), actor=actor, critic=critic, setup=setup,
     )
 
 
@@ -223,15 +170,4 @@ def greedy_action(agent: Agent) -> Callable[[State, jax.Array, jax.Array], jax.A
     )
 
 
-def host_config_problem(config: Config) -> Optional[str]:
-    """What `config` asks of the host loop that it does not do (one line), or None."""
-    if config.noise_correlation:
-        return ("noise_correlation runs in the on-device loop only (gymnax and brax envs); "
-                "the host loop explores with white noise")
-    return None
-
-
-def host_fns(agent: Agent) -> HostFns:
-    """SAC for the host loop: the policy (random before `learning_starts`) acts; each rollout
-    step is added to replay and followed by `updates_per_step` updates, as on device."""
-    return agent.host
+placement_problem = batch_placement_problem  # each device samples its share of the batch

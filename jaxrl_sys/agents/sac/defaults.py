@@ -14,7 +14,8 @@ DEFAULT_ENV = "Pendulum-v1"
 
 DEFAULT_EVAL_EPISODES = 0  # training returns already measure SAC's (stochastic) policy
 
-SELF_PLAY = False  # one agent's view of the env: no two-player self-play
+PLAYS = "single"  # what it learns (core.types.PLAYS)
+MEMORY = "none"  # whether its network is recurrent (core.types.MEMORY)
 
 TUNED: tuple[Tuned, ...] = (
     Tuned("Pendulum-v1", {},

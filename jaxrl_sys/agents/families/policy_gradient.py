@@ -1,0 +1,187 @@
+"""What the policy-gradient family (PPO and APPO, IMPALA, MAPPO and IPPO) shares, written once:
+the clipped-PPO config, the optimiser, minibatches that are the same whatever the envs' split
+over devices, the SGD epoch loop, and the placement check of recurrent minibatches.
+
+Minibatches are drawn by permuting time steps independently inside each env, keyed by the
+env's global id (or, recurrent, by dealing whole env sequences from blocks of consecutive
+ids): the global minibatch is then the same whether the envs sit on one device or are split
+over many, which makes N-device training equal to 1-device training.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Optional
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxrl_sys.core import collectives
+from jaxrl_sys.core.config import (
+    ConfigError, RolloutBudget, check_at_least, check_budget, check_choice, check_layer_widths,
+    check_positive, check_unit_interval,
+)
+from jaxrl_sys.core.learner import learning_rate
+from jaxrl_sys.core.networks import ACTIVATIONS, MEMORIES
+from jaxrl_sys.core.rollout import per_env_keys
+from jaxrl_sys.core.types import Metrics, PyTree
+
+
+@dataclasses.dataclass(frozen=True)
+class ClippedPPOConfig(RolloutBudget):
+    """The hyper-parameters of every clipped-PPO learner here (PPO's, MAPPO's) and their checks;
+    each agent's Config adds its own fields and sets its own defaults."""
+
+    total_steps: int = 150_000
+    num_envs: int = 32
+    rollout_steps: int = 32
+    update_epochs: int = 4
+    num_minibatches: int = 4
+    learning_rate: float = 2.5e-3
+    anneal_lr: bool = True
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_eps: float = 0.2
+    ent_coef: float = 0.0
+    vf_coef: float = 0.5
+    # value updates clipped to +-clip_eps: suits small (normalised or scaled) returns only
+    clip_value: bool = False
+    max_grad_norm: float = 0.5
+    normalize_advantages: bool = True
+    reward_scale: float = 1.0
+    hidden: tuple[int, ...] = (32, 32)
+    activation: str = "tanh"
+    memory: str = "none"  # or "gru", "lstm": a recurrent core (minibatches of whole sequences)
+    memory_size: int = 128  # units of the recurrent core
+
+    def validate(self) -> None:
+        """Reject values that cannot work, with one line naming the field."""
+        check_at_least(self, 1, "total_steps", "num_envs", "rollout_steps", "update_epochs",
+                       "num_minibatches", "memory_size")
+        check_budget(self)
+        if self.memory == "none" and self.rollout_steps % self.num_minibatches:
+            raise ConfigError(
+                f"rollout_steps={self.rollout_steps} must be divisible by "
+                f"num_minibatches={self.num_minibatches}"
+            )
+        if self.memory != "none" and self.num_envs % self.num_minibatches:
+            raise ConfigError(
+                f"memory={self.memory}: minibatches are sets of envs, so num_envs="
+                f"{self.num_envs} must be divisible by num_minibatches={self.num_minibatches}")
+        check_positive(self, "learning_rate", "max_grad_norm", "clip_eps", "reward_scale")
+        check_unit_interval(self, "gamma", "gae_lambda")
+        check_choice(self, "activation", ACTIVATIONS)
+        check_layer_widths(self, "hidden")
+        check_choice(self, "memory", MEMORIES)
+
+
+def build_optimizer(config: Any) -> optax.GradientTransformation:
+    """Adam with global-norm clipping and (optionally) a linearly annealed learning rate over
+    every gradient step of the run (`num_iterations * update_epochs * num_minibatches`)."""
+    updates = config.num_iterations * config.update_epochs * config.num_minibatches
+    lr = learning_rate(config.learning_rate, config.anneal_lr, updates)
+    return optax.chain(
+        optax.clip_by_global_norm(config.max_grad_norm), optax.adam(lr, eps=1e-5)
+    )
+
+
+def minibatch_indices(env_ids: jax.Array, key: jax.Array, config: Any) -> jax.Array:
+    """Time indices [num_minibatches, T / num_minibatches, B]: each env's steps permuted with a
+    key of the env's global id, so the global minibatch is the same whatever the envs' split
+    over devices, then cut into minibatches. Recurrent: `env_minibatch_indices` instead."""
+    if config.memory != "none":
+        return env_minibatch_indices(env_ids, key, config.num_minibatches)
+    perms = jax.vmap(lambda k: jax.random.permutation(k, config.rollout_steps))(
+        per_env_keys(key, env_ids)
+    ).T  # [T, B]: for env b, time index perms[t, b] goes to slot t
+    steps_per_minibatch = config.rollout_steps // config.num_minibatches
+    return perms.reshape(config.num_minibatches, steps_per_minibatch, perms.shape[1])
+
+
+def env_minibatch_indices(env_ids: jax.Array, key: jax.Array, num_minibatches: int) -> jax.Array:
+    """Local env indices [num_minibatches, B / num_minibatches]: the envs in blocks of
+    `num_minibatches` consecutive global ids, each block permuted with a key of its first id and
+    dealt one env per minibatch. Every minibatch holds whole env sequences, and the same ones
+    whatever the envs' split over devices (each device holds whole blocks)."""
+    envs = env_ids.shape[0]
+    if envs % num_minibatches:
+        raise ConfigError(f"memory: each device's {envs} envs must divide into "
+                          f"num_minibatches={num_minibatches} sets of whole sequences")
+    blocks = envs // num_minibatches
+    perms = jax.vmap(lambda k: jax.random.permutation(k, num_minibatches))(
+        per_env_keys(key, env_ids[::num_minibatches] // num_minibatches))  # [blocks, M]
+    return (perms + num_minibatches * jnp.arange(blocks)[:, None]).T
+
+
+def take_envs(data: Any, idx: jax.Array) -> Any:
+    """`data` (a NamedTuple of [T, B, ...] leaves with `memory` [B, ...]) at the env indices
+    `idx` [M, b]: minibatches [M, T, b, ...] with their memory [M, b, ...]."""
+    memory = jax.tree.map(lambda m: m[idx], data.memory)
+    steps = jax.tree.map(lambda x: jnp.moveaxis(x[:, idx], 1, 0), data._replace(memory=None))
+    return steps._replace(memory=memory)
+
+
+def take_minibatches(data: Any, idx: jax.Array, config: Any) -> Any:
+    """`data` [T, B, ...] as the minibatches of `minibatch_indices`' `idx`: [M, T/M, B, ...]
+    steps, or (recurrent) [M, T, B/M, ...] env sequences."""
+    return take_envs(data, idx) if config.memory != "none" else take_steps(data, idx)
+
+
+def take_steps(data: Any, idx: jax.Array) -> Any:
+    """Every leaf [T, B, ...] of `data` at the per-env time indices `idx` [..., B]."""
+    def take(x):
+        """One leaf [T, B, ...] gathered along time."""
+        flat = idx.reshape(-1, idx.shape[-1])
+        gathered = jnp.take_along_axis(x, flat.reshape(flat.shape + (1,) * (x.ndim - 2)), axis=0)
+        return gathered.reshape(*idx.shape, *x.shape[2:])
+
+    return jax.tree.map(take, data)
+
+
+def shuffled_minibatches(data: Any, env_ids: jax.Array, key: jax.Array, config: Any) -> Any:
+    """`data` [T, B, ...] as minibatches at `minibatch_indices`: steps permuted inside each
+    env [num_minibatches, T / num_minibatches, B, ...], or (recurrent) sets of whole env
+    sequences [num_minibatches, T, B / num_minibatches, ...]."""
+    return take_minibatches(data, minibatch_indices(env_ids, key, config), config)
+
+
+GradFn = Callable[[PyTree, Any], tuple[PyTree, Metrics]]
+
+
+def minibatch_step(grad_fn: GradFn, optimizer: optax.GradientTransformation,
+                   axis_name: Optional[str], carry: tuple[PyTree, PyTree],
+                   batch: Any) -> tuple[tuple[PyTree, PyTree], Metrics]:
+    """One gradient step on a minibatch: `grad_fn(params, batch) -> (grads, metrics)`,
+    gradients averaged over the devices of `axis_name`, then the optimiser's update of the
+    (params, opt_state) carry."""
+    params, opt_state = carry
+    grads, metrics = grad_fn(params, batch)
+    grads = collectives.pmean(grads, axis_name)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return (optax.apply_updates(params, updates), opt_state), metrics
+
+
+def sgd_epochs(step: Callable[[Any, Any], tuple[Any, Metrics]], carry: Any, epochs: int,
+               epoch_minibatches: Callable[[jax.Array], Any], *, epoch_unroll: int = 1,
+               minibatch_unroll: int = 1) -> tuple[Any, Metrics]:
+    """`epochs` passes of `step(carry, minibatch) -> (carry, metrics)` over the minibatches
+    `epoch_minibatches(epoch_index)` ([M, ...] leaves, scanned over M): the epoch loop every
+    on-policy learner of the family runs. Metrics [epochs, M, ...]."""
+    def epoch(carry, epoch_index):
+        """One pass over the epoch's minibatches."""
+        return jax.lax.scan(step, carry, epoch_minibatches(epoch_index), unroll=minibatch_unroll)
+
+    return jax.lax.scan(epoch, carry, jnp.arange(epochs), unroll=epoch_unroll)
+
+
+def recurrent_placement_problem(config: Any, devices: int) -> Optional[str]:
+    """A recurrent config's minibatches are sets of whole env sequences dealt from blocks of
+    `num_minibatches` envs, so each device's envs must divide into them; None when they do
+    (or the network has no memory)."""
+    local = config.num_envs // devices
+    if config.memory != "none" and local % config.num_minibatches:
+        return (f"memory={config.memory}: {devices} devices leave {local} envs each, which do "
+                f"not divide into num_minibatches={config.num_minibatches} sets of whole "
+                "sequences")
+    return None

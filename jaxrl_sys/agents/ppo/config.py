@@ -1,0 +1,25 @@
+"""PPO's hyper-parameters: the family's clipped-PPO config plus PPO's own fields."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from jaxrl_sys.agents.families.policy_gradient import ClippedPPOConfig
+from jaxrl_sys.core.config import ConfigError, check_choice
+from jaxrl_sys.core.networks import TORSOS
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(ClippedPPOConfig):
+    """PPO hyper-parameters; the defaults solve CartPole-v1 (per-env ones: defaults.py)."""
+
+    torso: str = "mlp"  # or "nature_cnn" (Atari frames), "grid_cnn" (MinAtar): shared by both heads
+    normalize_obs: bool = False
+    vtrace: bool = False  # APPO: V-trace targets with the current policy (agent.py's doc)
+
+    def validate(self) -> None:
+        """Reject values that cannot work, with one line naming the field."""
+        super().validate()
+        if not isinstance(self.vtrace, bool):
+            raise ConfigError(f"vtrace must be true or false, got {self.vtrace!r}")
+        check_choice(self, "torso", TORSOS)
