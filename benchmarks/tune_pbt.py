@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from jaxrl_sys.runtime.population import member_score
-from jaxrl_sys.runtime.sweep_results import SettingResult
+from jaxrl_sys.runtime.sweeps.population import member_score
+from jaxrl_sys.runtime.sweeps.results import SettingResult
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN = str(ROOT / "scripts" / "train.py")
@@ -117,8 +117,8 @@ def tune_trainable(env_name: str, chunks: int, total_steps: Optional[int]):
             chunk without a finished episode counts the last one that had one, or the
             return so far of the episodes in progress)."""
             from jaxrl_sys.runtime.driver import running_returns, summarize
-            from jaxrl_sys.runtime.population import member_score
-            from jaxrl_sys.runtime.sweep_results import SettingResult
+            from jaxrl_sys.runtime.sweeps.population import member_score
+            from jaxrl_sys.runtime.sweeps.results import SettingResult
 
             self.carry, metrics = self.run_chunk(self.carry)
             summary = summarize(self.iteration, self.runner.iters_per_chunk, metrics)

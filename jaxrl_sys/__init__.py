@@ -22,7 +22,7 @@ _RUN_LAYER = {
     "RunOutcome": "jaxrl_sys.runtime.session",
     "TrainingStopped": "jaxrl_sys.runtime.session",
     "sweep": "jaxrl_sys.api",
-    "SweepOutcome": "jaxrl_sys.runtime.sweeps",
+    "SweepOutcome": "jaxrl_sys.runtime.sweeps.results",
 }
 
 __all__ = sorted(_RUN_LAYER)

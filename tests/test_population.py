@@ -1,4 +1,4 @@
-"""Population training over a sweep (jaxrl_sys/runtime/population.py, train.py --pbt /
+"""Population training over a sweep (jaxrl_sys/runtime/sweeps/population.py, train.py --pbt /
 --halving): Tune's exploit and explore rules, traced settings changed between compiled calls
 without compiling again, the whole agent state copied, lineage records, successive halving's
 rungs, exact resume after SIGKILL, and bad input refused before anything is made."""
@@ -19,10 +19,11 @@ import numpy as np
 import pytest
 
 from jaxrl_sys import RunSpec, agents, envs
-from jaxrl_sys.runtime import population, sweeps
+from jaxrl_sys.runtime import sweeps
 from jaxrl_sys.runtime.checkpoint import Checkpointer
 from jaxrl_sys.runtime.execution import copy_agent_rows, place_rows, placement_fns
-from jaxrl_sys.runtime.sweep_results import SettingResult
+from jaxrl_sys.runtime.sweeps import population
+from jaxrl_sys.runtime.sweeps.results import SettingResult
 
 from test_sweeps import PPO_SMALL, evaluate_script, stopped_and_resumed, train_script
 

@@ -1,4 +1,4 @@
-"""Hyper-parameter sweeps (jaxrl_sys/sweeps.py, train.py --sweep): settings x seeds as rows of
+"""Hyper-parameter sweeps (jaxrl_sys/runtime/sweeps/, train.py --sweep): settings x seeds as rows of
 one compiled program, the same returns as separate runs and on any number of devices, shape
 keys in compiled groups, bad input refused before anything is made, resume, evaluate --setting."""
 
@@ -18,6 +18,7 @@ from jaxrl_sys import agents
 from jaxrl_sys import envs
 from jaxrl_sys import RunSpec, resolve, run
 from jaxrl_sys.runtime import sweeps
+from jaxrl_sys.runtime.sweeps import memory as sweep_memory, run as sweep_run
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,7 +84,7 @@ def test_bad_sweeps_are_one_line_exit_2_and_create_nothing(tmp_path, capsys, arg
 
 
 def test_a_sweep_too_large_for_memory_is_refused_before_compiling(tmp_path, monkeypatch):
-    monkeypatch.setattr(sweeps, "available_bytes", lambda: 1000)
+    monkeypatch.setattr(sweep_memory, "available_bytes", lambda: 1000)
     spec = RunSpec(**PPO_SMALL, run_root=str(tmp_path), sweep=("learning_rate=1e-3,2e-3",))
     with pytest.raises(sweeps.SweepError, match=r"rows need about .* GiB"):
         sweeps.sweep(spec, agents.load, envs)
@@ -141,7 +142,7 @@ def stopped_and_resumed(spec: RunSpec, root: Path, saves: int,
     """`spec` trained under `root` until its `saves`-th write of sweep.json (after a chunk's
     records), stopped there as Ctrl-C stops it, then resumed to the end."""
     count = {"n": 0}
-    real_save = sweeps.save_outcome
+    real_save = sweep_run.save_outcome
 
     def stop_after(run_dir, data):
         real_save(run_dir, data)
@@ -149,11 +150,11 @@ def stopped_and_resumed(spec: RunSpec, root: Path, saves: int,
         if count["n"] == saves:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(sweeps, "save_outcome", stop_after)
+    monkeypatch.setattr(sweep_run, "save_outcome", stop_after)
     stopped = dataclasses.replace(spec, run_root=str(root))
     with pytest.raises(KeyboardInterrupt):
         sweeps.sweep(stopped, agents.load, envs)
-    monkeypatch.setattr(sweeps, "save_outcome", real_save)
+    monkeypatch.setattr(sweep_run, "save_outcome", real_save)
     (run_dir,) = root.iterdir()
     return sweeps.sweep(stopped, agents.load, envs, resume=run_dir)
 

@@ -1,7 +1,7 @@
 """Population training over a sweep's settings: PBT (exploit and explore between compiled
 calls) and successive halving (keep the best 1/ETA at each rung). The decisions are small
-NumPy functions of the members' recent returns; `jaxrl_sys.runtime.sweeps` applies them to
-the compiled rows.
+NumPy functions of the members' recent returns; `pbt` and `halving` in this package apply
+them to the compiled rows.
 
 A member is a setting of the sweep with its seeds: its score is the mean over its seeds of
 its last chunk's return (greedy evaluation when on, else training), and exploiting a member
@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from jaxrl_sys.runtime.sweep_results import SettingResult, describe_setting, show_value
+from jaxrl_sys.runtime.sweeps.results import SettingResult, describe_setting, show_value
 
 PERTURBATION_FACTORS = (1.2, 0.8)  # Tune's
 DEFAULT_QUANTILE = 0.25  # Tune's quantile_fraction
@@ -223,10 +223,10 @@ def population_markdown(results: Sequence[SettingResult], histories: Sequence[Me
 def plot_population(results: Sequence[SettingResult], histories: Sequence[MemberHistory],
                     keys: Sequence[str], chunk_steps: int, path: Path) -> None:
     """The members' return curves above one panel per hyper-parameter with its schedule."""
-    import matplotlib
+    import matplotlib  # lazy: ~2 s to import with pyplot, paid only by a sweep's end
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    matplotlib.use("Agg")  # chosen here, not on import: a user's own backend stays theirs
+    import matplotlib.pyplot as plt  # lazy: after the backend is chosen
 
     fig, axes = plt.subplots(1 + len(keys), 1, figsize=(7, 3 + 2 * len(keys)), sharex=True,
                              squeeze=False)

@@ -125,10 +125,10 @@ def load_outcome(run_dir: Union[str, Path]) -> dict:
 
 def plot_outcome(outcome: SweepOutcome, path: Path) -> None:
     """One curve per setting: mean over seeds against env steps per seed."""
-    import matplotlib
+    import matplotlib  # lazy: ~2 s to import with pyplot, paid only by a sweep's end
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    matplotlib.use("Agg")  # chosen here, not on import: a user's own backend stays theirs
+    import matplotlib.pyplot as plt  # lazy: after the backend is chosen
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for result in outcome.results:
