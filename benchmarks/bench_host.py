@@ -61,8 +61,8 @@ def host_steps_per_second(agent_name: str, env_name: str, num_envs: int, iterati
     learning, compile and worker start-up excluded), and where the actors spent their time
     (mean over threads)."""
     from jaxrl_sys import agents, envs
-    from jaxrl_sys.runtime import host_loop
-    from jaxrl_sys.runtime.host_placement import HostLayout, place_host
+    from jaxrl_sys.runtime import host
+    from jaxrl_sys.runtime.host.placement import HostLayout, place_host
 
     module = agents.load(agent_name)
     env = envs.make_host(env_name)
@@ -70,11 +70,11 @@ def host_steps_per_second(agent_name: str, env_name: str, num_envs: int, iterati
                                  **(overrides or {}))
     config = dataclasses.replace(config, total_steps=iterations * config.steps_per_iteration)
     fns = module.host_fns(module.make(env, config))
-    result = host_loop.train(env, fns, seed=0, num_iterations=config.num_iterations,
-                             iters_per_chunk=config.num_iterations,
-                             config=host_loop.HostLoopConfig(staleness=staleness),
-                             placement=place_host(HostLayout(num_envs, devices=devices,
-                                                             actor_threads=threads)))
+    result = host.train(env, fns, seed=0, num_iterations=config.num_iterations,
+                        iters_per_chunk=config.num_iterations,
+                        config=host.HostLoopConfig(staleness=staleness),
+                        placement=place_host(HostLayout(num_envs, devices=devices,
+                                                        actor_threads=threads)))
     steps = config.num_iterations * config.steps_per_iteration
     return steps / result.train_seconds, result.pipeline_seconds
 

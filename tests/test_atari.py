@@ -14,7 +14,7 @@ from jaxrl_sys import envs
 from jaxrl_sys.agents import dqn, ppo
 from jaxrl_sys.envs.atari import AtariSignals
 from jaxrl_sys.envs.envpool_env import EnvpoolVector
-from jaxrl_sys.runtime import host_loop
+from jaxrl_sys.runtime.host import workers
 from jaxrl_sys.core.networks import ActorCritic, NatureCNN, scan_unroll
 from test_cli import train_script
 
@@ -87,7 +87,7 @@ def test_a_failed_run_closes_the_envpool_pool():
     vector = envs.make_host("envpool:Breakout-v5").make_vector(2)
     vector.reset_async(seed=0)
     vector.reset_wait()
-    host_loop._shutdown(None, vector, terminate=True)  # as after a failure
+    workers.shutdown(None, vector, terminate=True)  # as after a failure
     assert vector.closed and vector._pool is None
 
 

@@ -23,9 +23,11 @@ import pytest
 from jaxrl_sys import envs
 from jaxrl_sys.agents import ppo
 from jaxrl_sys.envs.child_processes import child_pids, resource_tracker_pid
-from jaxrl_sys.runtime import host_loop
+from jaxrl_sys.core.types import HostFns
+from jaxrl_sys.runtime import host
+from jaxrl_sys.runtime.host import actors
 from jaxrl_sys.runtime.checkpoint import Checkpointer
-from jaxrl_sys.runtime.host_loop import HostFns, HostLoopConfig, HostLoopError
+from jaxrl_sys.runtime.host import HostLoopConfig, HostLoopError
 
 TESTS = Path(__file__).resolve().parent
 from jaxrl_sys.commands import train as train_script
@@ -48,7 +50,7 @@ def _ppo(env_name: str, **overrides):
 
 
 def _train(env, fns, config, staleness=1, **kwargs):
-    return host_loop.train(
+    return host.train(
         env, fns, seed=0, num_iterations=config.num_iterations, iters_per_chunk=5,
         config=HostLoopConfig(staleness=staleness, **kwargs),
     )
@@ -62,7 +64,7 @@ def test_ppo_learns_gymnasium_cartpole():
     """The default config (8 worker processes) within its 150k steps: training stops at the
     first chunk (20 iterations, 5120 steps) whose finished episodes average >= 475."""
     env, config, fns = _ppo("gymnasium:CartPole-v1")
-    result = host_loop.train(
+    result = host.train(
         env, fns, seed=0, num_iterations=config.num_iterations, iters_per_chunk=20,
         on_chunk=lambda summary, seconds: summary.mean_return >= 475.0,
     )
@@ -134,12 +136,11 @@ def test_rollouts_keep_episodes_apart():
     try:
         raw_obs, _ = vector.reset(seed=0)
         device = jax.devices()[0]
-        store = host_loop._ParamStore(staleness=0)
+        store = actors.ParamStore(staleness=0)
         store.publish(0, {device: {}})
-        actor = host_loop._Actor(0, env, vector, env.encode_obs(raw_obs), host_loop._act_fn(fns),
-                                 store, jax.random.PRNGKey(0), np.arange(num_envs, dtype=np.int32),
-                                 device, [(device, 0, num_envs)], range(1), steps,
-                                 HostLoopConfig())
+        actor = actors.Actor(0, env, vector, env.encode_obs(raw_obs), actors.act_fn(fns),
+                             store, jax.random.PRNGKey(0), np.arange(num_envs, dtype=np.int32),
+                             device, [(device, 0, num_envs)], range(1), steps, HostLoopConfig())
         actor.run()  # in this thread: one rollout
         assert actor.error is None
         [(_, rollout)], episodes = actor.rollouts.get_nowait()

@@ -19,10 +19,10 @@ import pytest
 from jaxrl_sys import envs
 from jaxrl_sys.agents import dqn, impala, ppo
 from jaxrl_sys.commands import train as train_script
-from jaxrl_sys.runtime import host_loop
+from jaxrl_sys.runtime import host
 from jaxrl_sys.runtime.execution import PlacementError
-from jaxrl_sys.runtime.host_loop import HostLoopConfig, HostLoopError
-from jaxrl_sys.runtime.host_placement import HostLayout, place_host
+from jaxrl_sys.runtime.host import HostLoopConfig, HostLoopError
+from jaxrl_sys.runtime.host.placement import HostLayout, place_host
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -41,9 +41,9 @@ def _params_after(module, layout: HostLayout, staleness: int, **overrides) -> di
                                  **overrides)
     config = dataclasses.replace(config, total_steps=UPDATES * config.steps_per_iteration)
     fns = module.host_fns(module.make(env, config))
-    result = host_loop.train(env, fns, seed=3, num_iterations=UPDATES, iters_per_chunk=UPDATES,
-                             config=HostLoopConfig(staleness=staleness),
-                             placement=place_host(layout))
+    result = host.train(env, fns, seed=3, num_iterations=UPDATES, iters_per_chunk=UPDATES,
+                        config=HostLoopConfig(staleness=staleness),
+                        placement=place_host(layout))
     return jax.tree.map(np.asarray, result.carry["agent_state"].params)
 
 
@@ -90,7 +90,7 @@ def _initial_params(module, overrides) -> dict:
     env = envs.make_host(ENV)
     config = dataclasses.replace(module.default_config(ENV), num_envs=8, **overrides)
     fns = module.host_fns(module.make(env, config))
-    return host_loop.initial_carry(fns, 3)["agent_state"].params
+    return host.initial_carry(fns, 3)["agent_state"].params
 
 
 def test_placement_binds_threads_devices_and_rows():
@@ -149,8 +149,8 @@ def test_a_dead_worker_names_its_actor_thread():
     config = dataclasses.replace(ppo.default_config(ENV), num_envs=8, total_steps=8 * 32 * 2)
     fns = ppo.host_fns(ppo.make(env, config))
     with pytest.raises(HostLoopError, match=r"\(actor thread 2\): worker 1 died"):
-        host_loop.train(env, fns, seed=0, num_iterations=2, iters_per_chunk=1,
-                        placement=place_host(HostLayout(num_envs=8, actor_threads=4)))
+        host.train(env, fns, seed=0, num_iterations=2, iters_per_chunk=1,
+                   placement=place_host(HostLayout(num_envs=8, actor_threads=4)))
 
 
 def test_two_processes_equal_one_process(tmp_path):

@@ -153,14 +153,13 @@ def evaluate_host_run(args: argparse.Namespace, saved) -> int:
     import numpy as np
 
     from jaxrl_sys.envs.render import gymnasium_episode_frames, write_gif
-    from jaxrl_sys.runtime import host_loop
+    from jaxrl_sys.runtime import host
 
     resolved, env = saved.resolved, saved.env
     restored, record = saved.restore(args.chunk)
     agent_state = restored["agent_state"]
     policy = resolved.module.greedy_action(saved.agent)
-    returns, lengths = host_loop.evaluate(env, policy, agent_state, args.episodes,
-                                          seed=args.seed)
+    returns, lengths = host.evaluate(env, policy, agent_state, args.episodes, seed=args.seed)
     report(resolved.spec.agent, resolved.env_name, record["chunk"], args.episodes,
            resolved.seeds, returns[None], lengths[None])
     if args.render is not None:
@@ -224,7 +223,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from jaxrl_sys import agents
     from jaxrl_sys import envs
     from jaxrl_sys.envs.render import RenderError
-    from jaxrl_sys.runtime.host_loop import HostLoopError
+    from jaxrl_sys.runtime.host import HostLoopError
     from jaxrl_sys.runtime.session import USER_ERRORS
 
     return guarded(lambda: evaluate_run(build_parser().parse_args(argv)),

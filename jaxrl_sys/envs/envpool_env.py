@@ -38,7 +38,7 @@ class EnvpoolVector:
     `step_wait`'s timeout is not enforced: envpool steps synchronously in its own threads.
     """
 
-    processes: tuple = ()  # no worker processes to reap (see host_loop._shutdown)
+    processes: tuple = ()  # no worker processes to reap (see runtime.host.workers.shutdown)
     parent_pipes: tuple = ()
 
     def __init__(self, task: str, num_envs: int, settings: dict[str, Any],

@@ -55,7 +55,7 @@ class Checkpointer:
 
     def __init__(self, run_dir: Union[str, Path], keep: int = 3, save_replay: bool = True,
                  create: bool = True) -> None:
-        import orbax.checkpoint as ocp
+        import orbax.checkpoint as ocp  # lazy: ~1.5 s; RunSpec's checks need only the errors
 
         self.directory = Path(run_dir).absolute() / CHECKPOINT_DIR
         if not create and not self.directory.is_dir():

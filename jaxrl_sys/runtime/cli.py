@@ -10,6 +10,8 @@ import os
 import sys
 from typing import Callable, NoReturn
 
+from jaxrl_sys.runtime.waiting import catch_interrupts
+
 
 class UsageError(ValueError):
     """Bad input to a run (flags, spec fields, files): printed as one line, exit code 2."""
@@ -67,7 +69,5 @@ def run_script(main: Callable[[], int]) -> NoReturn:
 def console_entry(main: Callable[[], int]) -> NoReturn:
     """A console entry point's body: Ctrl-C is caught from the start (before the heavy imports
     in `main`, where Python could drop it), then `run_script(main)`."""
-    from jaxrl_sys.runtime.waiting import catch_interrupts
-
     catch_interrupts()
     run_script(main)

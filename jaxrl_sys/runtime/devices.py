@@ -1,8 +1,22 @@
-"""Device set-up that must happen before JAX initialises its backends."""
+"""Device set-up that must happen before JAX initialises its backends.
+
+Importing JAX initialises no backend: the flags and the device count set here take effect at
+the first computation (or `jax.devices()`), so this module imports JAX at the top like any other.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+
+import jax
+
+from jaxrl_sys.runtime.execution import PlacementError
+
+try:  # private: a JAX release may move it; then backends count as not started
+    from jax._src import xla_bridge
+except ImportError:
+    xla_bridge = None
 
 # XLA:CPU's multithreaded Eigen intra-op pool intermittently deadlocks on vmapped programs
 # (seen here on jaxlib 0.10.2 about once in ten runs: block_until_ready never returns).
@@ -14,8 +28,6 @@ FAST_COMPILE_FLAGS = "--xla_backend_optimization_level=1"
 
 
 def _gpu_plugin_installed() -> bool:
-    import importlib.util
-
     return any(
         importlib.util.find_spec(name) is not None
         for name in ("jax_cuda12_plugin", "jax_cuda13_plugin", "jax_rocm_plugin")
@@ -42,8 +54,6 @@ def enable_compile_cache() -> None:
     """
     if os.environ.get("JAXRL_COMPILE_CACHE", "").lower() in ("off", "0", "false"):
         return
-    import jax
-
     directory = os.environ.get("JAX_COMPILATION_CACHE_DIR") or os.path.join(
         os.path.expanduser("~"), ".cache", "jaxrl_sys", "xla"
     )
@@ -62,8 +72,6 @@ def request_devices(num_devices: int) -> None:
     """
     set_safe_cpu_flags()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import jax
-
     if _backends_started():
         _check_started_devices(num_devices)
         return
@@ -77,9 +85,7 @@ def request_devices(num_devices: int) -> None:
 
 def _backends_started() -> bool:
     """Whether JAX has initialised its backends: the device count can no longer change."""
-    try:
-        from jax._src import xla_bridge
-    except ImportError:
+    if xla_bridge is None:
         return False
     started = getattr(xla_bridge, "backends_are_initialized", None)
     return bool(started()) if callable(started) else False
@@ -88,10 +94,6 @@ def _backends_started() -> bool:
 def _check_started_devices(num_devices: int) -> None:
     """One-line `PlacementError` unless the running backend has `num_devices` devices, saying
     how to get more: they are set before the process's first JAX computation."""
-    import jax
-
-    from jaxrl_sys.runtime.execution import PlacementError
-
     devices = jax.devices()
     if len(devices) >= num_devices:
         return
@@ -108,7 +110,5 @@ def _check_started_devices(num_devices: int) -> None:
 
 def describe() -> str:
     """'8 x CPU (cpu)' style description of the devices JAX sees."""
-    import jax
-
     devices = jax.devices()
     return f"{len(devices)} x {devices[0].platform.upper()} ({devices[0].device_kind})"

@@ -12,6 +12,10 @@ import dataclasses
 import os
 from typing import Optional
 
+import jax
+import numpy as np
+from jax.experimental import multihost_utils
+
 
 class DistributedError(ValueError):
     """Inconsistent multi-process flags; the message is one line."""
@@ -65,8 +69,6 @@ def initialize(group: ProcessGroup, local_cpu_devices: Optional[int] = None) -> 
     collectives use gloo and each process gets `local_cpu_devices` virtual devices."""
     if not group.multi:
         return
-    import jax
-
     if local_cpu_devices is not None:
         jax.config.update("jax_num_cpu_devices", local_cpu_devices)
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
@@ -82,20 +84,13 @@ def initialize(group: ProcessGroup, local_cpu_devices: Optional[int] = None) -> 
 
 def is_main_process() -> bool:
     """Process 0 logs and prints; every process takes part in computation and checkpoints."""
-    import jax
-
     return jax.process_index() == 0
 
 
 def broadcast_text(text: str) -> str:
     """Process 0's `text` on every process (e.g. the run directory it chose)."""
-    import jax
-    import numpy as np
-
     if jax.process_count() == 1:
         return text
-    from jax.experimental import multihost_utils
-
     data = np.zeros(1024, np.uint8)
     raw = text.encode("utf-8")[:1024]
     data[: len(raw)] = np.frombuffer(raw, np.uint8)

@@ -11,10 +11,16 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Optional, Protocol
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
+from jaxrl_sys.core.evaluation import make_eval_fn
 from jaxrl_sys.runtime import driver
-from jaxrl_sys.runtime.run_spec import EnvRegistry, ResolvedRun
+from jaxrl_sys.runtime import host as host_loop
+from jaxrl_sys.runtime.execution import place, placement_fns
+from jaxrl_sys.runtime.host.placement import place_host
+from jaxrl_sys.runtime.run_spec import EnvRegistry, ResolvedRun, host_layout
 from jaxrl_sys.core.types import PyTree
 from jaxrl_sys.runtime.waiting import fetch, in_thread
 
@@ -55,14 +61,10 @@ class DeviceLoop:
 
     def __init__(self, resolved: ResolvedRun, env: Any, agent: Any,
                  registry: EnvRegistry) -> None:
-        from jaxrl_sys.runtime.execution import place, placement_fns
-
         spec, config, module = resolved.spec, resolved.config, resolved.module
         self.iters_per_chunk, self.num_chunks = chunking(config.num_iterations, spec.chunks)
         eval_fn = None
         if resolved.eval_episodes:
-            from jaxrl_sys.core.evaluation import make_eval_fn
-
             # the env's evaluation variant: the same game, e.g. against a perfect opponent
             eval_env = resolved.make_eval_env(registry)
             eval_fn = make_eval_fn(eval_env, module.greedy_action(agent))
@@ -94,8 +96,6 @@ class DeviceLoop:
         episodes are bounded by at most `FINAL_EVAL_MAX_STEPS` steps, else the return so far
         of the episodes still running. None in a multi-process run (the last finished
         episodes are reported there)."""
-        import jax
-
         final = result.history[-1]
         if final.eval_returns is not None:
             return driver.FinalReturns(np.asarray(final.eval_returns),
@@ -115,11 +115,6 @@ class DeviceLoop:
     def _greedy_returns(self, carry: PyTree) -> np.ndarray:
         """Mean return of `FINAL_EVAL_EPISODES` greedy episodes per seed [seeds] of the
         trained agent in `carry`, on the env's evaluation variant."""
-        import jax
-        import jax.numpy as jnp
-
-        from jaxrl_sys.core.evaluation import make_eval_fn
-
         eval_env = self.resolved.make_eval_env(self.registry)
         eval_fn = make_eval_fn(eval_env, self.resolved.module.greedy_action(self.agent))
         ids = jnp.arange(FINAL_EVAL_EPISODES, dtype=jnp.int32)
@@ -136,12 +131,6 @@ class HostLoop:
     on actor devices, a learner data-parallel over the learner devices of every process)."""
 
     def __init__(self, resolved: ResolvedRun, env: Any, agent: Any) -> None:
-        import jax
-
-        from jaxrl_sys.runtime import host_loop
-        from jaxrl_sys.runtime.host_placement import place_host
-        from jaxrl_sys.runtime.run_spec import host_layout
-
         spec = resolved.spec
         self.env, self.fns, self.seed = env, resolved.module.host_fns(agent), spec.seed
         self.num_iterations = resolved.config.num_iterations
@@ -151,14 +140,10 @@ class HostLoop:
         self.placement = place_host(host_layout(spec, resolved.config, jax.process_count()))
 
     def template(self) -> PyTree:
-        from jaxrl_sys.runtime import host_loop
-
         return host_loop.initial_carry(self.fns, self.seed, self.placement)
 
     def train(self, on_chunk: OnChunk, on_checkpoint: OnCheckpoint, checkpoint_every: int,
               carry: Optional[PyTree] = None, start_chunk: int = 0) -> driver.TrainResult:
-        from jaxrl_sys.runtime import host_loop
-
         return host_loop.train(
             self.env, self.fns, seed=self.seed, num_iterations=self.num_iterations,
             iters_per_chunk=self.iters_per_chunk, config=self.config,

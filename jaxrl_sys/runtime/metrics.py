@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import Any, Optional, Protocol, Sequence, Union
 
 import numpy as np
+from tqdm import tqdm
 
 Scalar = Union[int, float, bool, None]
 
@@ -87,14 +88,12 @@ class RunLogger:
         self._file = open(self.run_dir / METRICS_FILE, "a", buffering=1, encoding="utf-8")
         self._writer = None
         if tensorboard:
-            from tensorboardX import SummaryWriter
+            from tensorboardX import SummaryWriter  # lazy: ~0.7 s; evaluate.py, --help skip it
 
             self._writer = SummaryWriter(str(self.run_dir / TB_DIR), flush_secs=10)
         self._sinks = tuple(sinks)
         self._bar = None
         if progress:
-            from tqdm import tqdm
-
             self._bar = tqdm(
                 total=self.total_steps,
                 unit="step",

@@ -19,9 +19,19 @@ from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
-from jaxrl_sys.runtime import driver
+from jaxrl_sys.core.config import ConfigError, config_to_dict
+from jaxrl_sys.runtime import distributed, driver
+from jaxrl_sys.runtime.checkpoint import CheckpointError, Checkpointer
+from jaxrl_sys.runtime.devices import describe, enable_compile_cache, request_devices, \
+    set_safe_cpu_flags
+from jaxrl_sys.runtime.distributed import DistributedError
+from jaxrl_sys.runtime.execution import PlacementError
+from jaxrl_sys.runtime.loops import make_loop
+from jaxrl_sys.runtime.metrics import RunLogger, make_run_dir
 from jaxrl_sys.runtime.run_spec import EnvRegistry, ResolvedRun, RunSpec, UsageError, resolve, \
     save_run_file
+from jaxrl_sys.runtime.run_spec import load_spec
+from jaxrl_sys.runtime.wandb_log import WandbSink
 
 _IMPORTED_AT = time.perf_counter()
 
@@ -31,11 +41,6 @@ class TrainingStopped(RuntimeError):
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    from jaxrl_sys.runtime.checkpoint import CheckpointError
-    from jaxrl_sys.core.config import ConfigError
-    from jaxrl_sys.runtime.distributed import DistributedError
-    from jaxrl_sys.runtime.execution import PlacementError
-
     return (UsageError, ConfigError, PlacementError, CheckpointError, DistributedError)
 
 
@@ -74,9 +79,6 @@ def _extra_sinks(resolved: ResolvedRun, run_dir: Path) -> list[Any]:
     spec = resolved.spec
     if spec.wandb is None:
         return []
-    from jaxrl_sys.core.config import config_to_dict
-    from jaxrl_sys.runtime.wandb_log import WandbSink
-
     config = {"agent": spec.agent, "env": resolved.env_name, "seeds": resolved.seeds,
               "devices": spec.devices, **config_to_dict(resolved.config)}
     return [WandbSink(run_dir, spec.wandb, config)]
@@ -88,9 +90,6 @@ class Session:
     def __init__(self, resolved: ResolvedRun, run_dir: Path, *, iters_per_chunk: int,
                  num_chunks: int, main_process: bool,
                  threshold: Optional[float], process_start: float) -> None:
-        from jaxrl_sys.runtime.checkpoint import Checkpointer
-        from jaxrl_sys.runtime.metrics import RunLogger
-
         spec = resolved.spec
         self.resolved, self.run_dir, self.main_process = resolved, run_dir, main_process
         self.threshold, self.process_start = threshold, process_start
@@ -224,12 +223,6 @@ def run(spec: RunSpec, load_agent: Callable[[str], Any], registry: EnvRegistry, 
     that train.py reports: exit 2 for bad input, `TrainingStopped` / `HostLoopError` (exit 1)
     for faults at run time.
     """
-    from jaxrl_sys.runtime import distributed
-    from jaxrl_sys.runtime.devices import describe, enable_compile_cache, request_devices, \
-        set_safe_cpu_flags
-    from jaxrl_sys.runtime.loops import make_loop
-    from jaxrl_sys.runtime.metrics import make_run_dir
-
     multi = group is not None and group.multi
     resolved = resolve(spec, load_agent, registry, saved_run=resume,
                        processes=group.num_processes if multi else 1)
@@ -292,8 +285,6 @@ class SavedRun:
 
     def restore(self, chunk: Optional[int] = None) -> tuple[Any, dict]:
         """The carry saved after `chunk` (default: the latest) and its record."""
-        from jaxrl_sys.runtime.checkpoint import Checkpointer
-
         checkpointer = Checkpointer(self.run_dir, create=False)
         try:
             return checkpointer.restore(self.loop.template(), chunk)
@@ -305,10 +296,6 @@ def open_run(run_dir: Union[str, Path], load_agent: Callable[[str], Any],
              registry: EnvRegistry, *, set_up_devices: bool = True) -> SavedRun:
     """The run in `run_dir` rebuilt from its spec (nothing restored yet); with
     `set_up_devices`, the run's devices are requested first (before any JAX computation)."""
-    from jaxrl_sys.runtime.devices import enable_compile_cache, request_devices
-    from jaxrl_sys.runtime.loops import make_loop
-    from jaxrl_sys.runtime.run_spec import load_spec
-
     resolved = resolve(load_spec(run_dir), load_agent, registry, saved_run=run_dir)
     if set_up_devices:
         request_devices(resolved.spec.devices)

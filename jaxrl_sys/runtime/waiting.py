@@ -56,7 +56,7 @@ def check_interrupt() -> None:
 
 def wait_ready(tree: Any) -> Any:
     """`tree` once every array in it is computed (interruptible `block_until_ready`)."""
-    import jax
+    import jax  # lazy: importing this module imports no JAX (see above)
 
     for leaf in jax.tree.leaves(tree):
         is_ready = getattr(leaf, "is_ready", None)
@@ -69,7 +69,7 @@ def wait_ready(tree: Any) -> Any:
 
 def fetch(tree: Any) -> Any:
     """`jax.device_get(tree)`, waiting interruptibly for it to be computed first."""
-    import jax
+    import jax  # lazy: importing this module imports no JAX (see above)
 
     return jax.device_get(wait_ready(tree))
 
@@ -86,7 +86,7 @@ class DoneClock:
                          daemon=True).start()
 
     def _stamp(self, tree: Any) -> None:
-        import jax
+        import jax  # lazy: importing this module imports no JAX (see above)
 
         try:
             jax.block_until_ready(tree)

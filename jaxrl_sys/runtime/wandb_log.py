@@ -9,6 +9,7 @@ the run directory, so `--resume` continues the same W&B run; every metric is cha
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,12 +24,10 @@ class WandbSink:
 
     def __init__(self, run_dir: Union[str, Path], project: str, config: Mapping[str, Any]) -> None:
         """Start (or, on resume, continue) the W&B run of `run_dir` in `project`."""
-        import os
-
         # wandb offers its LLM-tracing add-on when a module named `agents` is imported (ours is
         # not that one); the notice is noise here
         os.environ.setdefault("WANDB_DISABLE_WEAVE", "true")
-        import wandb
+        import wandb  # lazy: an optional extra, imported once a run asks for W&B
 
         run_dir = Path(run_dir)
         id_file = run_dir / WANDB_ID_FILE

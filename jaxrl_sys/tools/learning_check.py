@@ -21,9 +21,13 @@ import dataclasses
 import time
 from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
 
-from jaxrl_sys.core.types import LearningPromise
-
 import numpy as np
+
+from jaxrl_sys.core.evaluation import make_eval_fn
+from jaxrl_sys.core.types import LearningPromise
+from jaxrl_sys.runtime import driver, host
+from jaxrl_sys.runtime.execution import place, placement_fns
+from jaxrl_sys.runtime.loops import chunking
 
 # Code-generation settings: name -> the XLA flag that selects it ("native": none).
 ISA_SETTINGS: dict[str, str] = {
@@ -196,8 +200,6 @@ def run_case(
     `on_chunk(done, total)` reports progress. The placement and chunking are those of
     `scripts/train.py` with `--chunks case.chunks`, plus greedy evaluation when asked.
     """
-    from jaxrl_sys.runtime.loops import chunking
-
     config = case_config(case, agent_module)
     iters, num_chunks = chunking(config.num_iterations, case.chunks)  # as train.py chunks
     steps_per_chunk = iters * config.steps_per_iteration
@@ -219,10 +221,6 @@ def run_case(
 
 def _run_device(case, agent_module, registry, config, seeds, iters, num_chunks, num_devices,
                 on_chunk):
-    from jaxrl_sys.runtime import driver
-    from jaxrl_sys.core.evaluation import make_eval_fn
-    from jaxrl_sys.runtime.execution import place, placement_fns
-
     env = registry.make(case.env)
     agent = agent_module.make(env, config)
     eval_fn = None
@@ -249,8 +247,6 @@ _HOST_EVAL_WORKERS = 2  # evaluation worker processes: more only add start-up ti
 
 def _run_host(case, agent_module, registry, config, seeds, iters, num_chunks, on_chunk):
     """Seeds one after another; greedy evaluation (if asked) in worker processes of its own."""
-    from jaxrl_sys.runtime import host_loop
-
     env = registry.make_host(case.env)
     agent = agent_module.make(env, config, axis_name=None)
     fns = agent_module.host_fns(agent)
@@ -265,12 +261,12 @@ def _run_host(case, agent_module, registry, config, seeds, iters, num_chunks, on
             return False
 
         def evaluate(chunk, saved, seed=seed, evals=evals):
-            returns, _ = host_loop.evaluate(env, policy, saved["agent_state"],
-                                            case.eval_episodes, seed=int(seed),
-                                            num_workers=_HOST_EVAL_WORKERS)
+            returns, _ = host.evaluate(env, policy, saved["agent_state"],
+                                       case.eval_episodes, seed=int(seed),
+                                       num_workers=_HOST_EVAL_WORKERS)
             evals[chunk] = returns.mean()
 
-        result = host_loop.train(
+        result = host.train(
             env, fns, seed=int(seed), num_iterations=config.num_iterations,
             iters_per_chunk=iters, on_chunk=report, checkpoint_every=case.eval_every,
             on_checkpoint=evaluate if case.eval_episodes else None)
