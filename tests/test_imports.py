@@ -138,6 +138,28 @@ def test_no_agent_imports_another_agent():
     assert offending == {}
 
 
+TOP_OF_MODULE = ("runtime", "tools")  # layers whose imports sit at the top of their modules
+
+
+def test_imports_inside_functions_say_why():
+    """In runtime and tools, an import inside a function is lazy for a reason its line gives
+    (an optional extra, start-up time, JAX not yet imported); any other sits at the top, so
+    the import graph is what the module heads say."""
+    unexplained = []
+    for layer in TOP_OF_MODULE:
+        for path in sorted((ROOT / "jaxrl_sys" / layer).rglob("*.py")):
+            source = path.read_text(encoding="utf-8")
+            lines = source.splitlines()
+            for function in ast.walk(ast.parse(source)):
+                if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                for node in ast.walk(function):
+                    if isinstance(node, (ast.Import, ast.ImportFrom)) \
+                            and "#" not in lines[node.lineno - 1]:
+                        unexplained.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert sorted(set(unexplained)) == []
+
+
 def test_one_top_level_package_is_installed():
     """pyproject.toml installs jaxrl_sys and its subpackages, nothing beside them."""
     import tomllib
