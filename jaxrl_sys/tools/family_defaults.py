@@ -57,15 +57,16 @@ def coverage(name: str, module: Any, family: Any, load_agent: Callable[[str], An
     """How agent `name` (its module) covers env `family` (`jaxrl_sys.envs.EnvFamily`)."""
     reasons = [refusal(name, module, env, load_agent, registry) for env in family.examples]
     if all(reasons):
-        return Coverage(name, family.name, "refused", reasons[0].split(" (")[0].split(";")[0])
+        return Coverage(name, family.name, "refused", reasons[0].split(";")[0])
     tuned = sorted(t.env for t in module.TUNED
                    if "*" not in t.env and family.contains(t.env) and t.measured)
     entry = next((t for t in module.TUNED if t.env == family.pattern), None)
     parts = [", ".join(tuned)] if tuned else []
     if entry is not None:
-        parts.append("family default " + ("measured" if entry.measured else "not measured"))
-        return Coverage(name, family.name, "tuned" if tuned else "family default",
-                        "; ".join(parts))
+        measured = "measured" if entry.measured else "not measured"
+        if tuned:
+            return Coverage(name, family.name, "tuned", f"{parts[0]}; family default {measured}")
+        return Coverage(name, family.name, "family default", measured)
     if family.pattern is None:
         return Coverage(name, family.name, "tuned" if tuned else "Config defaults",
                         "; ".join(parts + ["Config's defaults for the rest"]))

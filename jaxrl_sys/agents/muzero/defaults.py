@@ -26,6 +26,24 @@ TUNED: tuple[Tuned, ...] = (
                 "docs/results-notes.md, MinAtar)",
     ),
     Tuned(
+        "*-MinAtar",
+        dict(total_steps=1_000_000, num_envs=64, updates_per_iteration=4, gamma=0.99,
+             n_step=10, value_max=30.0, reward_max=1.0, learning_rate=1e-3, torso="mlp",
+             hidden=(256, 256), buffer_size=200_000, learning_starts=5_000,
+             num_simulations=16, rule_heads=True, value_bootstrap="search"),
+        reached="not measured: Breakout's settings for the other MinAtar games",
+    ),
+    Tuned(
+        "*-bsuite",
+        dict(total_steps=200_000, q_range=10.0, hidden=(128, 128), rule_heads=True),
+        reached="not measured: CartPole's network for bsuite's small tasks",
+    ),
+    Tuned(
+        "*-popgym",
+        dict(total_steps=1_000_000, hidden=(128, 128), rule_heads=True),
+        reached="not measured: POPGym's tasks need memory; MuZero's model sees one observation",
+    ),
+    Tuned(
         "TicTacToe-v0",
         dict(total_steps=300_000, num_envs=64, updates_per_iteration=8, gamma=1.0, n_step=9,
              value_max=1.0, reward_max=1.0, support_bins=21, num_simulations=32,
