@@ -196,13 +196,30 @@ def _unknown_key_message(pair: str, key: str, config: Any, keys: list[str]) -> s
 
 
 def field_types(config: Any) -> dict[str, Any]:
-    """Each settable field of the dataclass instance `config` and its type hint."""
+    """Each settable field of the dataclass instance `config` and its type hint.
+
+    Args:
+        config: a dataclass instance (an agent's Config).
+
+    Returns:
+        Field name -> resolved type hint, for every field `__init__` takes.
+    """
     return _settable_fields(config)
 
 
 def parse_field_values(config: Any, key: str, texts: Sequence[str], flag: str) -> tuple:
     """`texts` parsed as values of field `key` of `config`; an unknown key or a value of the
-    wrong type is a ConfigError naming `flag` (e.g. `--sweep key=...`)."""
+    wrong type is a ConfigError naming `flag` (e.g. `--sweep key=...`).
+
+    Args:
+        config: the dataclass instance whose field types parse the values.
+        key: the field's name.
+        texts: the values as text.
+        flag: the flag that errors name, e.g. `--sweep`.
+
+    Returns:
+        The parsed values, one per text, in order.
+    """
     fields = _settable_fields(config)
     if key not in fields:
         message = _unknown_key_message(f"{key}=...", key, config, list(fields))
@@ -222,6 +239,13 @@ def apply_overrides(config: T, pairs: Sequence[str]) -> T:
     """Return a copy of the frozen dataclass `config` with `key=value` pairs applied and validated.
 
     Values are parsed by each field's type hint; later pairs win over earlier ones for the same key.
+
+    Args:
+        config: a frozen dataclass instance.
+        pairs: `key=value` texts; a key may be a field's old name (`RENAMED_FIELDS`).
+
+    Returns:
+        The new config, its `validate()` run where it has one.
     """
     if not dataclasses.is_dataclass(config) or isinstance(config, type):
         raise TypeError(f"apply_overrides needs a dataclass instance, got {type(config).__name__}")
@@ -271,6 +295,13 @@ def split_env_overrides(pairs: Sequence[str]) -> tuple[list[str], dict[str, EnvV
     """Separate `env.<name>=value` pairs (returned as env kwargs) from the agent's own pairs.
 
     Pairs not starting with 'env.' are returned unchanged, in order, for `apply_overrides`.
+
+    Args:
+        pairs: `key=value` texts.
+
+    Returns:
+        agent_pairs: the pairs that do not start with `env.`, in order.
+        env_kwargs: env argument name -> value (int, float, bool, else the text).
     """
     rest: list[str] = []
     env_kwargs: dict[str, EnvValue] = {}
@@ -296,7 +327,14 @@ def _jsonable(value: Any) -> Any:
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:
-    """Return the dataclass `config` as a JSON-serialisable dict, for the run's config file."""
+    """Return the dataclass `config` as a JSON-serialisable dict, for the run's config file.
+
+    Args:
+        config: a dataclass instance.
+
+    Returns:
+        Field name -> value, tuples as lists (nested containers JSON-ready).
+    """
     if not dataclasses.is_dataclass(config) or isinstance(config, type):
         raise TypeError(f"config_to_dict needs a dataclass instance, got {type(config).__name__}")
     return _jsonable(dataclasses.asdict(config))
@@ -315,6 +353,13 @@ def config_from_dict(base: T, saved: dict[str, Any]) -> T:
     A saved run keeps the config it was started with, whatever the defaults are today.
     Fields that are no longer settable are ignored, old names are renamed, and fields
     added since keep `base`'s value (the agent's class default: new features are off there).
+
+    Args:
+        base: the config whose values the fields not in `saved` keep.
+        saved: field name -> value, as `config_to_dict` wrote it (lists become tuples).
+
+    Returns:
+        `base` with the saved fields put back.
     """
     fields = _settable_fields(base)
     changes = {}
@@ -332,41 +377,73 @@ def _concrete(value: Any) -> bool:
 
 
 def check_at_least(config: Any, minimum: float, *names: str) -> None:
-    """ConfigError naming the first field in `names` that is below `minimum`."""
+    """ConfigError naming the first field in `names` that is below `minimum`.
+
+    Args:
+        config: a dataclass instance; traced (non-number) values are not checked.
+        minimum: the lowest value allowed.
+        *names: the fields to check, in order.
+    """
     for name in names:
         if _concrete(getattr(config, name)) and not getattr(config, name) >= minimum:
             raise ConfigError(f"{name} must be >= {minimum:g}, got {getattr(config, name)}")
 
 
 def check_positive(config: Any, *names: str) -> None:
-    """ConfigError naming the first field in `names` that is not > 0."""
+    """ConfigError naming the first field in `names` that is not > 0.
+
+    Args:
+        config: a dataclass instance; traced (non-number) values are not checked.
+        *names: the fields to check, in order.
+    """
     for name in names:
         if _concrete(getattr(config, name)) and not getattr(config, name) > 0:
             raise ConfigError(f"{name} must be > 0, got {getattr(config, name)}")
 
 
 def check_unit_interval(config: Any, *names: str) -> None:
-    """ConfigError naming the first field in `names` outside [0, 1]."""
+    """ConfigError naming the first field in `names` outside [0, 1].
+
+    Args:
+        config: a dataclass instance; traced (non-number) values are not checked.
+        *names: the fields to check, in order.
+    """
     for name in names:
         if _concrete(getattr(config, name)) and not 0.0 <= getattr(config, name) <= 1.0:
             raise ConfigError(f"{name} must be in [0, 1], got {getattr(config, name)}")
 
 
 def check_open_unit_interval(config: Any, *names: str) -> None:
-    """ConfigError naming the first field in `names` outside (0, 1)."""
+    """ConfigError naming the first field in `names` outside (0, 1).
+
+    Args:
+        config: a dataclass instance; traced (non-number) values are not checked.
+        *names: the fields to check, in order.
+    """
     for name in names:
         if _concrete(getattr(config, name)) and not 0.0 < getattr(config, name) < 1.0:
             raise ConfigError(f"{name} must be in (0, 1), got {getattr(config, name)}")
 
 
 def check_choice(config: Any, name: str, choices: Any) -> None:
-    """ConfigError if field `name` is not one of `choices`."""
+    """ConfigError if field `name` is not one of `choices`.
+
+    Args:
+        config: a dataclass instance.
+        name: the field to check.
+        choices: the values allowed (a set or sequence).
+    """
     if getattr(config, name) not in choices:
         raise ConfigError(f"{name} must be one of {sorted(choices)}, got {getattr(config, name)!r}")
 
 
 def check_layer_widths(config: Any, name: str) -> None:
-    """ConfigError unless field `name` is a non-empty tuple of positive layer widths."""
+    """ConfigError unless field `name` is a non-empty tuple of positive layer widths.
+
+    Args:
+        config: a dataclass instance.
+        name: the field to check, a tuple of ints.
+    """
     widths = getattr(config, name)
     if not widths or min(widths) < 1:
         raise ConfigError(f"{name} must be positive layer widths, got {widths}")
@@ -376,7 +453,11 @@ MAX_ITERATIONS = 2**31 - 1  # iteration counters are int32 on device
 
 
 def check_budget(config: Any) -> None:
-    """ConfigError if `total_steps` needs more iterations than the int32 counters hold."""
+    """ConfigError if `total_steps` needs more iterations than the int32 counters hold.
+
+    Args:
+        config: a config with `total_steps` and `steps_per_iteration`.
+    """
     needed = iterations(config.total_steps, config.steps_per_iteration)
     if needed > MAX_ITERATIONS:
         raise ConfigError(
@@ -386,7 +467,15 @@ def check_budget(config: Any) -> None:
 
 
 def iterations(total_steps: int, steps_per_iteration: int) -> int:
-    """Training iterations needed to take at least `total_steps` env steps (at least one)."""
+    """Training iterations needed to take at least `total_steps` env steps (at least one).
+
+    Args:
+        total_steps: env steps the run must take.
+        steps_per_iteration: env steps one iteration takes.
+
+    Returns:
+        ceil(total_steps / steps_per_iteration), at least 1.
+    """
     return max(1, -(-total_steps // steps_per_iteration))
 
 
@@ -400,10 +489,20 @@ class RolloutBudget:
 
     @property
     def steps_per_iteration(self) -> int:
+        """Env steps one iteration takes: every env steps `rollout_steps` times.
+
+        Returns:
+            `num_envs * rollout_steps`.
+        """
         return self.num_envs * self.rollout_steps
 
     @property
     def num_iterations(self) -> int:
+        """Iterations that take at least `total_steps` env steps (`iterations`).
+
+        Returns:
+            The number of iterations, at least 1.
+        """
         return iterations(self.total_steps, self.steps_per_iteration)
 
 
@@ -423,12 +522,25 @@ class Tuned:
     @property
     def measured(self) -> bool:
         """Whether `reached` records a measured figure: a family default that sizes a run
-        without having been measured says so, starting with "not measured"."""
+        without having been measured says so, starting with "not measured".
+
+        Returns:
+            True where `reached` holds a measured figure.
+        """
         return bool(self.reached) and not self.reached.startswith(NOT_MEASURED)
 
 
 def tuned_config(config: T, entries: Sequence[Tuned], env_name: str) -> T:
-    """`config` with the overrides of the entry for `env_name` (see `env_defaults`)."""
+    """`config` with the overrides of the entry for `env_name` (see `env_defaults`).
+
+    Args:
+        config: the agent's Config (its class defaults).
+        entries: the agent's shipped `Tuned` entries, at most one per `env`.
+        env_name: the env id of the run.
+
+    Returns:
+        `config` with the overrides of the entry that applies, or unchanged where none does.
+    """
     per_env: dict[str, dict[str, Any]] = {}
     for entry in entries:
         if entry.env in per_env:
@@ -440,7 +552,16 @@ def tuned_config(config: T, entries: Sequence[Tuned], env_name: str) -> T:
 def env_defaults(config: T, per_env: dict[str, dict[str, Any]], env_name: str) -> T:
     """`config` with the overrides `per_env` lists for `env_name`: its own entry, else the
     entry of its family, the longest `*` pattern it matches (`"brax:*"` for `brax:hopper`,
-    `"envpool:*-v5"` for `envpool:Breakout-v5`), else none."""
+    `"envpool:*-v5"` for `envpool:Breakout-v5`), else none.
+
+    Args:
+        config: the agent's Config (its class defaults).
+        per_env: env id or `*` pattern -> field name -> value.
+        env_name: the env id of the run.
+
+    Returns:
+        `config` with the overrides of the entry that applies, or unchanged where none does.
+    """
     if env_name in per_env:
         return dataclasses.replace(config, **per_env[env_name])
     families = [key for key in per_env if "*" in key and fnmatch.fnmatchcase(env_name, key)]

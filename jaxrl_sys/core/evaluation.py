@@ -20,7 +20,14 @@ Policy = Callable[[Any, jax.Array, jax.Array], jax.Array]
 
 def stateful(policy: Union[Policy, RecurrentPolicy]) -> RecurrentPolicy:
     """`policy` as a `RecurrentPolicy`: a plain function gets an empty memory (None), so the
-    callers step every policy the same way."""
+    callers step every policy the same way.
+
+    Args:
+        policy: `policy(params, obs, key, **context) -> actions`, or a `RecurrentPolicy`.
+
+    Returns:
+        A `RecurrentPolicy`: `policy` itself where it is one.
+    """
     if isinstance(policy, RecurrentPolicy):
         return policy
 
@@ -47,6 +54,17 @@ def evaluate(
 
     An env with an `eval_opponent` attached (a two-player game): `policy` plays it, opening the
     games of even ids; returns are results (+1/0/-1) and lengths count both sides' moves.
+
+    Args:
+        env: the env, reporting episode statistics.
+        policy: the policy, acting on observations [N, ...].
+        params: what `policy` takes first (an agent's state).
+        key: a PRNG key.
+        episode_ids: [N] int32 ids, one episode each.
+
+    Returns:
+        returns: [N] float32 returns of the episodes (results for a game against an opponent).
+        lengths: [N] float32 lengths in env steps.
     """
     opponent = getattr(env, "eval_opponent", None)
     if opponent is not None:
@@ -83,7 +101,16 @@ def evaluate(
 
 def make_eval_fn(env: Env, greedy_action: Union[Policy, RecurrentPolicy]):
     """An `eval_fn(agent_state, key, episode_ids)` for `execution.place` from an agent's
-    `greedy_action(agent_state, obs, key) -> actions`."""
+    `greedy_action(agent_state, obs, key) -> actions`.
+
+    Args:
+        env: the env to evaluate on.
+        greedy_action: the agent's greedy policy, or a `RecurrentPolicy`.
+
+    Returns:
+        `eval_fn(agent_state, key, episode_ids [N]) -> (returns [N], lengths [N])`: `evaluate` with
+            `greedy_action`.
+    """
 
     def eval_fn(agent_state: Any, key: jax.Array, episode_ids: jax.Array):
         return evaluate(env, greedy_action, agent_state, key, episode_ids)

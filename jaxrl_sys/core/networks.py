@@ -28,6 +28,13 @@ def orthogonal(scale: float = 1.0) -> nn.initializers.Initializer:
     flax's QR: jaxlib's batched LAPACK QR, which a vmap over seeds produces, blocks XLA:CPU
     pool threads waiting for sub-tasks and deadlocks with two or more devices on two cores.
     Matmuls also compile faster. The result is Haar-distributed like a sign-corrected QR.
+
+    Args:
+        scale: the gain.
+
+    Returns:
+        `init(key, shape, dtype=float32)`: an array of `shape` whose axes but the last, flattened
+            into rows, and the last axis form an orthogonal matrix times `scale`.
     """
 
     def init(key: jax.Array, shape: Sequence[int], dtype=jnp.float32) -> jax.Array:
@@ -93,6 +100,13 @@ def same_conv(x: jax.Array, kernel: jax.Array) -> jax.Array:
     transposes: autodiff's own gradient convolutions run 5-11x slower on XLA:CPU inside a
     loop body (a `scan` of updates, an on-device training loop) than outside one; these do
     not (see docs/design/xla-cpu.md). The values are the same.
+
+    Args:
+        x: [N, H, W, C] inputs.
+        kernel: [kh, kw, C, O] kernel, kh and kw odd.
+
+    Returns:
+        [N, H, W, O] outputs.
     """
     return _conv(x, kernel, "SAME")
 
@@ -154,7 +168,13 @@ TORSOS = ("mlp", "nature_cnn", "grid_cnn")
 
 
 def check_torso_fits(torso: str, obs_shape: Sequence[int], env_name: str) -> None:
-    """Refuse a conv torso for observations that are not images (one line, not a traceback)."""
+    """Refuse a conv torso for observations that are not images (one line, not a traceback).
+
+    Args:
+        torso: one of `TORSOS`.
+        obs_shape: one observation's shape; a conv torso needs three axes.
+        env_name: the env, named in the error.
+    """
     if torso != "mlp" and len(obs_shape) != 3:
         layout = "[C, H, W] stacked frames" if torso == "nature_cnn" else "[H, W, C] grids"
         raise ConfigError(f"torso={torso} needs image observations ({layout}); {env_name} "
@@ -162,7 +182,16 @@ def check_torso_fits(torso: str, obs_shape: Sequence[int], env_name: str) -> Non
 
 
 def make_torso(torso: str, hidden: Sequence[int], activation: str) -> nn.Module:
-    """The observation torso a config names (one of `TORSOS`)."""
+    """The observation torso a config names (one of `TORSOS`).
+
+    Args:
+        torso: one of `TORSOS`.
+        hidden: layer widths of the MLP (after the conv for "grid_cnn"; "nature_cnn" has its own).
+        activation: a name in `ACTIVATIONS` ("nature_cnn" uses relu).
+
+    Returns:
+        The module: observations [B, ...] -> features [B, F].
+    """
     if torso == "nature_cnn":
         return NatureCNN()
     if torso == "grid_cnn":
@@ -174,7 +203,15 @@ def scan_unroll(torso: str, length: int) -> int:
     """The `unroll` for a `lax.scan` of `length` gradient steps through `torso`: all of it for
     a conv torso on CPU, where XLA runs a convolution inside a loop body about 8x slower than
     outside one (measured: 4 Nature-torso gradients of 256 frames 14.6 s in a scan, 1.7 s
-    unrolled); 1 (a loop) elsewhere, which compiles faster."""
+    unrolled); 1 (a loop) elsewhere, which compiles faster.
+
+    Args:
+        torso: one of `TORSOS`.
+        length: the scan's length.
+
+    Returns:
+        `length` or 1.
+    """
     return length if torso == "nature_cnn" and jax.default_backend() == "cpu" else 1
 
 
@@ -216,12 +253,26 @@ class ActorCritic(nn.Module):
             self.log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
 
     def value(self, obs: jax.Array) -> jax.Array:
-        """State value V(obs), shape [batch]."""
+        """State value V(obs), shape [batch].
+
+        Args:
+            obs: [B, ...] observations.
+
+        Returns:
+            [B] values.
+        """
         torso = self.shared_torso if self.torso != "mlp" else self.critic_torso
         return self._value_head(torso(obs))
 
     def policy(self, obs: jax.Array):
-        """Policy parameters: logits, or (mean, log_std) broadcast to the batch."""
+        """Policy parameters: logits, or (mean, log_std) broadcast to the batch.
+
+        Args:
+            obs: [B, ...] observations.
+
+        Returns:
+            Logits [B, action_dim] (discrete), or the pair (mean, log_std), each [B, action_dim].
+        """
         torso = self.shared_torso if self.torso != "mlp" else self.actor_torso
         return self._policy_head(torso(obs))
 
@@ -248,7 +299,16 @@ MEMORIES = ("none", "gru", "lstm")
 
 def initial_memory(memory: str, size: int, batch: int) -> PyTree:
     """The state [B, size] (an LSTM's: the pair (c, h)) that every episode starts from: zeros,
-    as flax's cells' `initialize_carry` gives; None for `memory="none"`."""
+    as flax's cells' `initialize_carry` gives; None for `memory="none"`.
+
+    Args:
+        memory: "none", "gru" or "lstm".
+        size: the units H.
+        batch: the batch size B.
+
+    Returns:
+        Zeros [B, H] (GRU), a pair (c, h) of them (LSTM), or None.
+    """
     if memory == "none":
         return None
     zeros = jnp.zeros((batch, size), jnp.float32)
@@ -257,7 +317,15 @@ def initial_memory(memory: str, size: int, batch: int) -> PyTree:
 
 def reset_memory(memory: PyTree, starts: jax.Array) -> PyTree:
     """`memory` [B, ...] with the rows whose `starts` [B] is True set to the initial (zero)
-    state: the step that begins an episode never sees the previous episode's state."""
+    state: the step that begins an episode never sees the previous episode's state.
+
+    Args:
+        memory: leaves [B, ...] (any pytree, e.g. an LSTM's (c, h)).
+        starts: bool [B].
+
+    Returns:
+        `memory`'s structure and shapes, zeros in the rows that start.
+    """
     return jax.tree.map(
         lambda m: jnp.where(starts.reshape(-1, *(1,) * (m.ndim - 1)), jnp.zeros_like(m), m),
         memory)
@@ -265,7 +333,15 @@ def reset_memory(memory: PyTree, starts: jax.Array) -> PyTree:
 
 def gate_blocks(gates: int) -> nn.initializers.Initializer:
     """An initialiser of [in, gates * H] kernels: one orthogonal [in, H] block per gate, as the
-    separate per-gate kernels of flax's cells are initialised."""
+    separate per-gate kernels of flax's cells are initialised.
+
+    Args:
+        gates: the number of gates.
+
+    Returns:
+        `init(key, shape, dtype=float32)` of kernels [in, gates * H] (the last axis divisible by
+            `gates`).
+    """
 
     def init(key: jax.Array, shape: Sequence[int], dtype=jnp.float32) -> jax.Array:
         width = shape[-1] // gates

@@ -38,7 +38,15 @@ class RunningStats:
 
 
 def init_stats(enabled: bool, obs_shape: tuple[int, ...]) -> Optional[RunningStats]:
-    """Empty statistics for `obs_shape`, or None when normalisation is off."""
+    """Empty statistics for `obs_shape`, or None when normalisation is off.
+
+    Args:
+        enabled: whether observations are normalised.
+        obs_shape: one observation's shape.
+
+    Returns:
+        Mean zeros and variance ones of `obs_shape` with count 0, or None when not `enabled`.
+    """
     if not enabled:
         return None
     return RunningStats(mean=jnp.zeros(obs_shape, jnp.float32),
@@ -49,7 +57,16 @@ def update(stats: Optional[RunningStats], obs: jax.Array,
            axis_name: Optional[str]) -> Optional[RunningStats]:
     """`stats` with a batch of observations (any leading axes) folded in, pooled over the
     devices of `axis_name` (the parallel-variance merge); provisional statistics are
-    replaced by the batch's. None stays None."""
+    replaced by the batch's. None stays None.
+
+    Args:
+        stats: the statistics, or None.
+        obs: [..., *obs_shape] observations, any leading axes (e.g. [T, B, ...]).
+        axis_name: the device axis to pool over, or None.
+
+    Returns:
+        The new statistics (None for None).
+    """
     if stats is None:
         return None
     x = obs.reshape(-1, *stats.mean.shape).astype(jnp.float32)
@@ -68,7 +85,16 @@ def update_if_empty(stats: Optional[RunningStats], obs: jax.Array,
                     axis_name: Optional[str]) -> Optional[RunningStats]:
     """Provisional statistics of `obs` (the envs' first observations) if none are in yet, so
     that the first rollout is normalised too; the next `update` replaces them, as its batch
-    holds these observations again. Started statistics are returned unchanged."""
+    holds these observations again. Started statistics are returned unchanged.
+
+    Args:
+        stats: the statistics, or None.
+        obs: [..., *obs_shape] observations, any leading axes (e.g. [B, ...]).
+        axis_name: the device axis to pool over, or None.
+
+    Returns:
+        Provisional statistics (count negative), or `stats` (None for None).
+    """
     if stats is None:
         return None
     first = update(stats, obs, axis_name)
@@ -78,7 +104,15 @@ def update_if_empty(stats: Optional[RunningStats], obs: jax.Array,
 
 def normalize(stats: Optional[RunningStats], obs: jax.Array) -> jax.Array:
     """`obs` standardised with `stats` and clipped to +-CLIP; unchanged when `stats` is None
-    or empty."""
+    or empty.
+
+    Args:
+        stats: the statistics, or None.
+        obs: [..., *obs_shape] observations, any leading axes.
+
+    Returns:
+        float32 observations of `obs`' shape (`obs` itself when `stats` is None).
+    """
     if stats is None:
         return obs
     x = obs.astype(jnp.float32)

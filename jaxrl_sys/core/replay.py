@@ -63,7 +63,16 @@ def _gather(state: ReplayState, env: jax.Array, time: jax.Array) -> PyTree:
 
 
 def init(example: PyTree, num_envs: int, capacity: int) -> ReplayState:
-    """An empty zero-filled buffer for `capacity` items per env shaped like `example`."""
+    """An empty zero-filled buffer for `capacity` items per env shaped like `example`.
+
+    Args:
+        example: one env's item, leaves without a batch axis (their shapes and dtypes are kept).
+        num_envs: the number of env rows.
+        capacity: items per env.
+
+    Returns:
+        The buffer: data leaves [num_envs, capacity, ...], position and size [num_envs] zeros.
+    """
     if num_envs < 1 or capacity < 1:
         raise ValueError(f"num_envs and capacity must be >= 1, got {num_envs}, {capacity}")
     data = jax.tree.map(
@@ -78,7 +87,15 @@ def init(example: PyTree, num_envs: int, capacity: int) -> ReplayState:
 
 
 def add(state: ReplayState, step: PyTree) -> ReplayState:
-    """Write one time step of every env (leaves [num_envs, ...]), overwriting the oldest."""
+    """Write one time step of every env (leaves [num_envs, ...]), overwriting the oldest.
+
+    Args:
+        state: the buffer.
+        step: leaves [num_envs, ...], one item per env (cast to the stored dtypes).
+
+    Returns:
+        The buffer with the row written at `position`, which moves on by one.
+    """
     capacity = _capacity(state)
     rows = jnp.arange(state.position.shape[0])
     data = jax.tree.map(
@@ -106,6 +123,15 @@ def sample(state: ReplayState, key: jax.Array, batch_size: int) -> tuple[PyTree,
     """A uniform batch (leaves [batch_size, ...]) of filled items and where they came from.
 
     The buffer must hold at least one item.
+
+    Args:
+        state: the buffer.
+        key: a PRNG key.
+        batch_size: the batch size B.
+
+    Returns:
+        items: leaves [B, ...].
+        index: their env rows and slots, each [B].
     """
     index = _sample_index(state, key, batch_size)
     return _gather(state, index.env, index.time), index
@@ -119,6 +145,15 @@ def gather_sequences(
     Returns leaves [B, length, ...] and valid [B, length]: False from the first step newer
     than the newest written item (and everywhere for an unfilled start), so a caller can
     truncate an n-step return there. Episode ends are the caller's (via stored flags).
+
+    Args:
+        state: the buffer.
+        index: the starts: env rows and slots, each [B].
+        length: the sequence length L.
+
+    Returns:
+        items: leaves [B, L, ...].
+        valid: bool [B, L].
     """
     capacity = _capacity(state)
     offsets = jnp.arange(length, dtype=jnp.int32)
@@ -135,7 +170,19 @@ def gather_sequences(
 def sample_sequences(
     state: ReplayState, key: jax.Array, batch_size: int, length: int
 ) -> tuple[PyTree, jax.Array, Index]:
-    """Uniform starts over filled items, each extended to `length` steps (see gather_sequences)."""
+    """Uniform starts over filled items, each extended to `length` steps (see gather_sequences).
+
+    Args:
+        state: the buffer.
+        key: a PRNG key.
+        batch_size: the batch size B.
+        length: the sequence length L.
+
+    Returns:
+        items: leaves [B, L, ...].
+        valid: bool [B, L].
+        index: the starts: env rows and slots, each [B].
+    """
     index = _sample_index(state, key, batch_size)
     items, valid = gather_sequences(state, index, length)
     return items, valid, index
@@ -183,7 +230,17 @@ def _tree_from_leaves(leaves: jax.Array) -> jax.Array:
 
 
 def init_prioritized(example: PyTree, num_envs: int, capacity: int) -> PrioritizedState:
-    """An empty prioritised buffer: all leaves 0 (never drawn), max_priority 1."""
+    """An empty prioritised buffer: all leaves 0 (never drawn), max_priority 1.
+
+    Args:
+        example: one env's item, leaves without a batch axis (their shapes and dtypes are kept).
+        num_envs: the number of env rows.
+        capacity: items per env.
+
+    Returns:
+        The buffer: the ring of `init`, trees [num_envs, 2 * capacity_pow2] (capacity_pow2 the power
+            of two >= capacity) and max_priority [num_envs].
+    """
     capacity_pow2 = 1 << (capacity - 1).bit_length()
     return PrioritizedState(
         replay=init(example, num_envs, capacity),
@@ -193,7 +250,15 @@ def init_prioritized(example: PyTree, num_envs: int, capacity: int) -> Prioritiz
 
 
 def add_prioritized(state: PrioritizedState, step: PyTree) -> PrioritizedState:
-    """Write one time step of every env; the new items get max_priority."""
+    """Write one time step of every env; the new items get max_priority.
+
+    Args:
+        state: the buffer.
+        step: leaves [num_envs, ...], one item per env.
+
+    Returns:
+        The buffer with the row written.
+    """
     env = jnp.arange(state.tree.shape[0])
     tree = _set_leaves(state.tree, env, state.replay.position, state.max_priority)
     return state.replace(replay=add(state.replay, step), tree=tree)
@@ -227,6 +292,14 @@ def global_segment_draws(key: jax.Array, batch_size: int, axis_name: Optional[st
     With them, a sharded `sample_prioritized` picks what one device holding every env would
     pick wherever the devices' shares of the priority mass are equal (uniform priorities over
     equally filled envs), so a run does not depend on how its envs are split over devices.
+
+    Args:
+        key: a PRNG key, the same on every device.
+        batch_size: this device's batch size B.
+        axis_name: the device axis, or None.
+
+    Returns:
+        [B] float32 draws in [0, 1).
     """
     devices = collectives.axis_size(axis_name)
     draws = jax.random.uniform(key, (batch_size * devices,))
@@ -246,6 +319,19 @@ def sample_prioritized(
     positive priority. Sharded over the device axis `axis_name` (each device samples its
     share of the batch from its own shard), the max is the whole batch's, so the weights are
     those of one device sampling it all.
+
+    Args:
+        state: the buffer.
+        key: a PRNG key (unused where `draws` is given).
+        batch_size: this device's batch size B.
+        beta: the importance-weight exponent.
+        axis_name: the device axis the batch is sharded over, or None.
+        draws: [B] uniform draws in [0, 1) (`global_segment_draws`), or None to draw from `key`.
+
+    Returns:
+        items: leaves [B, ...].
+        index: their env rows and slots, each [B].
+        weights: [B] float32 importance weights.
     """
     totals = state.tree[:, 1]
     ends = jnp.cumsum(totals)
@@ -278,6 +364,16 @@ def update_priorities(
     Where an item appears several times in `index`, its last occurrence wins. Unfilled
     slots are left at 0, so they stay unsampleable. max_priority stays equal over the
     (local) env rows; it is not shared across devices.
+
+    Args:
+        state: the buffer.
+        index: the items' env rows and slots, each [B].
+        priorities: [B] new priorities (e.g. absolute TD errors).
+        alpha: the priority exponent.
+        eps: added to |p|, so that no filled item gets priority 0.
+
+    Returns:
+        The buffer with the new priorities.
     """
     values = (jnp.abs(priorities).astype(jnp.float32) + eps) ** alpha
     filled = index.time < state.replay.size[index.env]
@@ -310,6 +406,16 @@ class SequenceBatch:
 
     @classmethod
     def from_rows(cls, data: dict, valid: jax.Array, weights: jax.Array) -> SequenceBatch:
-        """The batch of gathered `data` (a dict with a key per field)."""
+        """The batch of gathered `data` (a dict with a key per field).
+
+        Args:
+            data: field name -> leaves [B, L, ...] (`gather_sequences`' items); other keys are
+                ignored.
+            valid: bool [B, L].
+            weights: [B] importance weights.
+
+        Returns:
+            The batch (of the class it is called on).
+        """
         names = [f.name for f in dataclasses.fields(cls) if f.name not in ("valid", "weights")]
         return cls(**{name: data[name] for name in names}, valid=valid, weights=weights)

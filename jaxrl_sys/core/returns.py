@@ -25,6 +25,19 @@ def gae(
 
     delta_t = r_t + gamma * (1 - terminated_t) * V(s'_t) - V(s_t)
     A_t     = delta_t + gamma * lam * (1 - done_t) * A_{t+1},   done = terminated | truncated
+
+    Args:
+        rewards: [T, ...] rewards (e.g. [T, B]).
+        values: [T, ...] values V(s_t).
+        next_values: [T, ...] values of the states reached after each step.
+        terminated: bool [T, ...].
+        truncated: bool [T, ...].
+        gamma: the discount.
+        lam: the GAE lambda.
+
+    Returns:
+        advantages: [T, ...] advantages.
+        returns: [T, ...] value targets, advantages + values.
     """
     not_terminated = 1.0 - terminated.astype(values.dtype)
     not_done = 1.0 - jnp.logical_or(terminated, truncated).astype(values.dtype)
@@ -46,6 +59,14 @@ def bootstrap_step(terminated: jax.Array, truncated: jax.Array, valid: jax.Array
     bootstraps from: the first episode end, or the last valid step, or n - 1.
 
     Only that one next value is read, so learners evaluate their target network there alone.
+
+    Args:
+        terminated: bool [B, n].
+        truncated: bool [B, n].
+        valid: bool [B, n], as `gather_sequences` gives it.
+
+    Returns:
+        [B] int32 step indices.
     """
     next_valid = jnp.concatenate([valid[:, 1:], jnp.zeros_like(valid[:, :1])], axis=1)
     return jnp.argmax(terminated | truncated | ~next_valid, axis=1)
@@ -65,6 +86,17 @@ def n_step_targets(
     (a sequence cut short by the replay's write head), then bootstraps from `next_values`
     of that step, the value of the state actually reached, unless it was terminated.
     Step 0 must be valid. Returns [B].
+
+    Args:
+        rewards: [B, n] rewards.
+        next_values: [B, n] values of the states reached after each step.
+        terminated: bool [B, n].
+        truncated: bool [B, n].
+        valid: bool [B, n], as `gather_sequences` gives it.
+        gamma: the discount.
+
+    Returns:
+        [B] targets.
     """
     rewards, next_values = rewards.T, next_values.T  # time-major [n, B]
     terminated, truncated, valid = terminated.T, truncated.T, valid.T
@@ -99,6 +131,17 @@ def n_step_sequence_targets(
     up to the first episode end in it, or to the sequence's last step (the horizon shortens
     there), then `next_values` of that step (the value of the state actually reached after it,
     its pre-reset next observation) unless it was terminated.
+
+    Args:
+        rewards: [T, B] rewards.
+        next_values: [T, B] values of the states reached after each step.
+        terminated: bool [T, B].
+        truncated: bool [T, B].
+        n: the horizon.
+        gamma: the discount.
+
+    Returns:
+        [T, B] targets.
     """
     steps = rewards.shape[0]
     index = jnp.arange(steps)[:, None] + jnp.arange(n)[None, :]  # [T, n]
@@ -116,7 +159,15 @@ def n_step_sequence_targets(
 
 def importance_weights(target_log_probs: jax.Array, behaviour_log_probs: jax.Array) -> jax.Array:
     """rho_t = pi(a_t|x_t) / mu(a_t|x_t), [T, B], from the taken actions' log-probabilities
-    under the learner's policy pi and the acting policy mu; no gradient flows through it."""
+    under the learner's policy pi and the acting policy mu; no gradient flows through it.
+
+    Args:
+        target_log_probs: [T, B] log pi(a_t|x_t) (any shape, equal to the other's).
+        behaviour_log_probs: [T, B] log mu(a_t|x_t).
+
+    Returns:
+        [T, B] ratios rho_t, without gradient.
+    """
     return jax.lax.stop_gradient(jnp.exp(target_log_probs - behaviour_log_probs))
 
 
@@ -142,6 +193,22 @@ def vtrace(
         A_t     = rho_t (r_t + discount_t vs'_t - values_t)
     where vs'_t = vs_{t+1}, or next_values_t at an episode end and at t = T-1 (the paper's
     pg advantage; pg rho clipped at rho_bar). Both are constants for the gradient.
+
+    Args:
+        behaviour_log_probs: [T, B] log mu(a_t|x_t) of the acting policy.
+        target_log_probs: [T, B] log pi(a_t|x_t) of the learner's policy.
+        rewards: [T, B] rewards.
+        values: [T, B] values V(x_t).
+        next_values: [T, B] values of the states reached after each step.
+        terminated: bool [T, B].
+        truncated: bool [T, B].
+        gamma: the discount.
+        lam: the trace's lambda.
+        rho_bar: the clip of rho.
+
+    Returns:
+        vs: [T, B] value targets.
+        pg_advantages: [T, B] policy-gradient advantages.
     """
     import rlax  # here, not at the top: it imports distrax and TFP, about 0.7 s per process
 

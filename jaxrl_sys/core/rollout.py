@@ -44,12 +44,29 @@ class StepResult:
 
 
 def per_env_keys(key: jax.Array, env_ids: jax.Array) -> jax.Array:
-    """One key per env, derived from its global id."""
+    """One key per env, derived from its global id.
+
+    Args:
+        key: a PRNG key.
+        env_ids: [B] int32 global env ids.
+
+    Returns:
+        [B] keys (`key`'s shape with a leading B).
+    """
     return jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, env_ids)
 
 
 def reset_envs(env: Env, key: jax.Array, env_ids: jax.Array) -> VecEnvState:
-    """Reset every env in the batch."""
+    """Reset every env in the batch.
+
+    Args:
+        env: the env.
+        key: a PRNG key, folded with each env's id.
+        env_ids: [B] int32 global env ids.
+
+    Returns:
+        Env states (leaves [B, ...]), observations [B, ...] and `env_ids`; no memory.
+    """
     obs, env_state = jax.vmap(env.reset)(per_env_keys(key, env_ids))
     return VecEnvState(env_state=env_state, obs=obs, env_ids=env_ids)
 
@@ -57,7 +74,19 @@ def reset_envs(env: Env, key: jax.Array, env_ids: jax.Array) -> VecEnvState:
 def step_envs(
     env: Env, state: VecEnvState, actions: jax.Array, key: jax.Array
 ) -> tuple[VecEnvState, StepResult]:
-    """Step every env once (auto-resetting finished episodes)."""
+    """Step every env once (auto-resetting finished episodes).
+
+    Args:
+        env: the env.
+        state: the envs' state, leaves [B, ...].
+        actions: [B, ...] actions (e.g. [B] ints).
+        key: a PRNG key, folded with each env's id.
+
+    Returns:
+        state: `state` with the new env states and observations (of the next episode where one
+            ended).
+        result: reward, terminated and truncated [B], and info (leaves [B, ...]).
+    """
     obs, env_state, reward, terminated, truncated, info = jax.vmap(env.step)(
         per_env_keys(key, state.env_ids), state.env_state, actions
     )
@@ -72,6 +101,14 @@ def episode_metrics(info: dict, axis_name: Optional[str]) -> Metrics:
 
     Sums (not means) so that a driver can combine any number of iterations and devices
     exactly; `mean_return = episode_return_sum / episode_count`.
+
+    Args:
+        info: step infos with `episode_done`, `episode_return` and `episode_length`, all of one
+            shape (e.g. [B] or [T, B]).
+        axis_name: the device axis to sum over, or None.
+
+    Returns:
+        `episode_return_sum`, `episode_length_sum` and `episode_count`, float32 scalars.
     """
     done = info["episode_done"].astype(jnp.float32)
     sums = {
@@ -87,6 +124,13 @@ def legal_actions(env: Env, env_state: PyTree) -> jax.Array:
 
     Uses `env.legal_actions` (vmapped) where the env defines it; otherwise every one of the
     `spec.action_space.n` actions is legal. Only for discrete action spaces.
+
+    Args:
+        env: an env with a `Discrete` action space of n actions.
+        env_state: env states, leaves [B, ...].
+
+    Returns:
+        bool [B, n] masks.
     """
     space = env.spec.action_space
     if not isinstance(space, Discrete):

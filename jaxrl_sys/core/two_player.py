@@ -27,7 +27,11 @@ NO_PRIOR = -1e9  # logit of an illegal move
 
 
 def check_game(env: Env) -> None:
-    """ValueError unless `env` is a two-player game the arena can referee."""
+    """ValueError unless `env` is a two-player game the arena can referee.
+
+    Args:
+        env: the env.
+    """
     if env.spec.num_players != 2 or not hasattr(env, "player_to_move"):
         raise ValueError(f"{env.spec.name} is not a two-player game (self-play env with "
                          "player_to_move)")
@@ -45,6 +49,18 @@ def play(
     """Results for `player` (+1 win, 0 draw, -1 loss) of one game per id in `game_ids` [N].
 
     `player` opens the even-numbered games, `opponent` the odd ones (see `play_episodes`).
+
+    Args:
+        env: a two-player self-play env.
+        player: the policy whose results are returned.
+        player_params: what `player` takes first.
+        opponent: the other policy.
+        opponent_params: what `opponent` takes first.
+        key: a PRNG key.
+        game_ids: [N] int32 ids, one game each.
+
+    Returns:
+        [N] float32 results.
     """
     results, _ = play_episodes(env, player, player_params, opponent, opponent_params, key,
                                game_ids)
@@ -66,6 +82,19 @@ def play_episodes(
     `player` opens the even-numbered games, `opponent` the odd ones. Both policies act on
     every position and the mover's action is kept, which keeps one batched program. Games are
     keyed by id, so they split over devices like evaluation episodes. Jittable.
+
+    Args:
+        env: a two-player self-play env.
+        player: the policy whose results are returned.
+        player_params: what `player` takes first.
+        opponent: the other policy.
+        opponent_params: what `opponent` takes first.
+        key: a PRNG key.
+        game_ids: [N] int32 ids, one game each.
+
+    Returns:
+        results: [N] float32 results (0 for a game unfinished after `max_episode_steps`).
+        lengths: [N] float32 lengths in plies.
     """
     check_game(env)
     player_opens = game_ids % 2 == 0
@@ -100,7 +129,18 @@ def play_episodes(
 
 def random_player(params: Any, obs: jax.Array, key: jax.Array, legal: jax.Array,
                   env_state: PyTree = None) -> jax.Array:
-    """Uniformly random legal moves for a batch of positions."""
+    """Uniformly random legal moves for a batch of positions.
+
+    Args:
+        params: ignored.
+        obs: ignored.
+        key: a PRNG key.
+        legal: bool [N, A] legal-move masks.
+        env_state: ignored.
+
+    Returns:
+        [N] int32 moves.
+    """
     del params, obs, env_state
     logits = jnp.where(legal, 0.0, -jnp.inf)
     return jax.random.categorical(key, logits).astype(jnp.int32)
@@ -124,6 +164,14 @@ def mcts_player(env: Env, num_simulations: int) -> Policy:
 
     Plays the most visited move (mctx's PUCT search with no root noise). Any pure-JAX
     two-player game with `legal_actions`.
+
+    Args:
+        env: a two-player self-play env with `legal_actions`.
+        num_simulations: simulations per move.
+
+    Returns:
+        `policy(params, obs, key, legal=None, env_state=...) -> [N] int32 moves` from env states
+            (leaves [N, ...]); `params` and `obs` are ignored.
     """
     check_game(env)
     horizon = env.spec.max_episode_steps

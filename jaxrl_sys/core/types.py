@@ -58,6 +58,11 @@ class EnvSpec:
 
     @property
     def discrete(self) -> bool:
+        """Whether the action space is `Discrete`.
+
+        Returns:
+            True for a `Discrete` action space, False for a `Box`.
+        """
         return isinstance(self.action_space, Discrete)
 
 
@@ -75,11 +80,37 @@ class Env(Protocol):
 
     spec: EnvSpec
 
-    def reset(self, key: jax.Array) -> tuple[jax.Array, PyTree]: ...
+    def reset(self, key: jax.Array) -> tuple[jax.Array, PyTree]:
+        """A new episode's first observation and state.
+
+        Args:
+            key: a PRNG key.
+
+        Returns:
+            obs: the observation, of `spec.obs_shape`.
+            state: the env state (a pytree).
+        """
 
     def step(
         self, key: jax.Array, state: PyTree, action: jax.Array
-    ) -> tuple[jax.Array, PyTree, jax.Array, jax.Array, jax.Array, dict[str, jax.Array]]: ...
+    ) -> tuple[jax.Array, PyTree, jax.Array, jax.Array, jax.Array, dict[str, jax.Array]]:
+        """One step of one env, auto-resetting where the episode ends.
+
+        Args:
+            key: a PRNG key.
+            state: the env state.
+            action: a scalar int for a `Discrete` space ([N] for a team of N), floats of
+                `action_space.shape` for a `Box`.
+
+        Returns:
+            obs: the next observation, of `spec.obs_shape` (the next episode's first where this
+                one ended).
+            state: the next env state (likewise).
+            reward: scalar reward (a team's one reward).
+            terminated: bool scalar.
+            truncated: bool scalar.
+            info: arrays, `final_observation` among them.
+        """
 
 
 class Rollout(NamedTuple):
@@ -215,18 +246,49 @@ class AgentDef(Protocol):
     MEMORY: str  # whether its network is recurrent, one of `MEMORY`
 
     def default_config(self, env_name: str) -> Any:
-        """The frozen Config whose defaults solve `env_name` (`validate()` checks it)."""
+        """The frozen Config whose defaults solve `env_name` (`validate()` checks it).
+
+        Args:
+            env_name: the env id.
+
+        Returns:
+            The agent's Config.
+        """
 
     def make(self, env: Env, config: Any, axis_name: Optional[str] = "device") -> BoundAgent:
-        """The agent's pure functions bound to `env` and `config`."""
+        """The agent's pure functions bound to `env` and `config`.
+
+        Args:
+            env: the env.
+            config: the agent's Config.
+            axis_name: the device axis of its collectives (no-ops where it is not bound), or None.
+
+        Returns:
+            The bound agent.
+        """
 
     def greedy_action(self, agent: Any) -> Union[Callable[..., jax.Array], RecurrentPolicy]:
         """policy(state, obs, key, legal=None, env_state=None) -> actions, for evaluation
-        (a `RecurrentPolicy` for an agent with memory)."""
+        (a `RecurrentPolicy` for an agent with memory).
+
+        Args:
+            agent: the bound agent (`make`'s).
+
+        Returns:
+            The policy: actions [B] (or [B, ...]) for observations [B, ...].
+        """
 
     def placement_problem(self, config: Any, devices: int) -> Optional[str]:
         """One line naming a split of the envs over `devices` that the agent's update cannot
-        take (refused before anything starts, like an indivisible num_envs), or None."""
+        take (refused before anything starts, like an indivisible num_envs), or None.
+
+        Args:
+            config: the agent's Config.
+            devices: the number of devices the envs split over.
+
+        Returns:
+            The problem in one line, or None.
+        """
 
 
 @runtime_checkable
@@ -234,14 +296,35 @@ class HostAgentDef(AgentDef, Protocol):
     """An agent that also learns from envs in worker processes (the host loop)."""
 
     def host_fns(self, agent: Any) -> HostFns:
-        """The same act and update, on rollouts that the host loop collects."""
+        """The same act and update, on rollouts that the host loop collects.
+
+        Args:
+            agent: the bound agent (`make`'s).
+
+        Returns:
+            The host loop's functions.
+        """
 
     def host_config_problem(self, config: Any) -> Optional[str]:
         """One line naming what `config` asks that the host loop does not do (the run is
-        refused with it before anything starts), or None."""
+        refused with it before anything starts), or None.
+
+        Args:
+            config: the agent's Config.
+
+        Returns:
+            The problem in one line, or None.
+        """
 
 
 def host_takes_any_config(config: Any) -> Optional[str]:
-    """`host_config_problem` of an agent whose every valid config runs in the host loop: None."""
+    """`host_config_problem` of an agent whose every valid config runs in the host loop: None.
+
+    Args:
+        config: the agent's Config (ignored).
+
+    Returns:
+        Always None: every valid config runs in the host loop.
+    """
     del config
     return None
