@@ -23,13 +23,28 @@ ApplyFn = Callable[[Any, jax.Array], jax.Array]  # (params, obs [B, ...]) -> Q-v
 
 
 def taken_values(q: jax.Array, actions: jax.Array) -> jax.Array:
-    """Q-values [B] of `actions` [B, 1] (int32) in `q` [B, A]."""
+    """Q-values [B] of `actions` [B, 1] (int32) in `q` [B, A].
+
+    Args:
+        q: [B, A] Q-values.
+        actions: [B, 1] int32 actions.
+
+    Returns:
+        [B] Q-values.
+    """
     return jnp.take_along_axis(q, actions, axis=-1)[:, 0]
 
 
 def bootstrap_observations(batch: Batch) -> jax.Array:
     """Next observations [B, ...] at each sequence's bootstrap step (`bootstrap_step`):
-    `n_step_targets` reads only that next value, so the networks see only these states."""
+    `n_step_targets` reads only that next value, so the networks see only these states.
+
+    Args:
+        batch: sequences [B, n, ...].
+
+    Returns:
+        [B, ...] next observations.
+    """
     stop = bootstrap_step(batch.terminated, batch.truncated, batch.valid)
     obs_dims = batch.next_obs.ndim - 2
     return jnp.take_along_axis(
@@ -39,7 +54,15 @@ def bootstrap_observations(batch: Batch) -> jax.Array:
 
 def bootstrap_values(q_target_next: jax.Array, q_online_next: Optional[jax.Array]) -> jax.Array:
     """Values [B] of next states: the target network's Q [B, A] at the action that the online
-    network's Q [B, A] ranks best (double Q-learning), or at its own best when that is None."""
+    network's Q [B, A] ranks best (double Q-learning), or at its own best when that is None.
+
+    Args:
+        q_target_next: [B, A] the target network's Q-values of the next states.
+        q_online_next: [B, A] the online network's (double Q-learning), or None.
+
+    Returns:
+        [B] values.
+    """
     chooser = q_target_next if q_online_next is None else q_online_next
     next_actions = jnp.argmax(chooser, axis=-1)
     return taken_values(q_target_next, next_actions[:, None])
@@ -47,7 +70,16 @@ def bootstrap_values(q_target_next: jax.Array, q_online_next: Optional[jax.Array
 
 def q_targets(batch: Batch, next_values: jax.Array, gamma: float) -> jax.Array:
     """n-step targets [B] of sequences [B, n] bootstrapped from `next_values` [B] (the value
-    of each sequence's bootstrap state), with no gradient through the bootstrap."""
+    of each sequence's bootstrap state), with no gradient through the bootstrap.
+
+    Args:
+        batch: sequences [B, n, ...].
+        next_values: [B] values of the bootstrap states (`bootstrap_values`).
+        gamma: the discount.
+
+    Returns:
+        [B] targets.
+    """
     next_values = jax.lax.stop_gradient(
         jnp.broadcast_to(next_values[:, None], batch.reward.shape)
     )
@@ -56,7 +88,15 @@ def q_targets(batch: Batch, next_values: jax.Array, gamma: float) -> jax.Array:
 
 
 def action_gap(q: jax.Array, actions: jax.Array) -> jax.Array:
-    """How far [B] the taken `actions` [B, 1] fall below the best action in `q` [B, A]."""
+    """How far [B] the taken `actions` [B, 1] fall below the best action in `q` [B, A].
+
+    Args:
+        q: [B, A] Q-values.
+        actions: [B, 1] int32 actions.
+
+    Returns:
+        [B] gaps, 0 or more.
+    """
     q_taken = taken_values(q, actions)
     return jnp.max(q, axis=-1) - q_taken
 
@@ -65,7 +105,17 @@ def advantage_learning_targets(targets: jax.Array, q_target_now: jax.Array, acti
                                coefficient: float) -> jax.Array:
     """Targets [B] lowered by `coefficient` times the action gap under the target network's
     Q [B, A] at the sequences' first states (Bellemare et al. 2016): it widens small gaps
-    between actions, so the greedy policy stops flipping between near-equal ones."""
+    between actions, so the greedy policy stops flipping between near-equal ones.
+
+    Args:
+        targets: [B] targets (`q_targets`).
+        q_target_now: [B, A] the target network's Q-values of the sequences' first states.
+        actions: [B, 1] int32 taken actions.
+        coefficient: the weight of the gap.
+
+    Returns:
+        [B] targets.
+    """
     gap = action_gap(jax.lax.stop_gradient(q_target_now), actions)
     return targets - coefficient * gap
 
@@ -73,7 +123,16 @@ def advantage_learning_targets(targets: jax.Array, q_target_now: jax.Array, acti
 def td_loss(td_error: jax.Array, weights: Optional[jax.Array], huber_delta: float) -> jax.Array:
     """The mean Huber loss [] of TD errors [B], weighted per item by `weights` [B]
     (prioritised replay's importance weights) if given. A delta well above 1 keeps the loss
-    near squared error where returns run to the hundreds (with delta 1 it is sign-only)."""
+    near squared error where returns run to the hundreds (with delta 1 it is sign-only).
+
+    Args:
+        td_error: [B] TD errors.
+        weights: [B] importance weights, or None.
+        huber_delta: the Huber loss's delta.
+
+    Returns:
+        The scalar loss.
+    """
     huber = optax.huber_loss(td_error, delta=huber_delta)
     return jnp.mean(huber) if weights is None else jnp.mean(weights * huber)
 
@@ -84,7 +143,22 @@ def q_learning_loss(params: Any, target_params: Any, batch: Batch, *, apply_fn: 
     """DQN's loss on sequences [B, n, ...]: (loss [], (TD errors [B], mean taken Q [])).
 
     Differentiate with respect to `params` (the online network); `target_params` only value
-    next states and, with `advantage_learning` > 0, measure the action gap."""
+    next states and, with `advantage_learning` > 0, measure the action gap.
+
+    Args:
+        params: the online network's parameters.
+        target_params: the target network's parameters.
+        batch: sequences [B, n, ...] with importance weights [B].
+        apply_fn: `apply_fn(params, obs [B, ...]) -> Q-values [B, A]`.
+        gamma: the discount.
+        double_q: whether the online network picks the next actions.
+        advantage_learning: the action gap's weight (0: off).
+        huber_delta: the Huber loss's delta.
+
+    Returns:
+        loss: the scalar loss.
+        aux: (TD errors [B], scalar mean Q-value of the taken actions).
+    """
     boot_obs = bootstrap_observations(batch)
     q_target_next = apply_fn(target_params, boot_obs)
     q_online_next = apply_fn(params, boot_obs) if double_q else None

@@ -78,7 +78,14 @@ class ClippedPPOConfig(RolloutBudget):
 
 def build_optimizer(config: Any) -> optax.GradientTransformation:
     """Adam with global-norm clipping and (optionally) a linearly annealed learning rate over
-    every gradient step of the run (`num_iterations * update_epochs * num_minibatches`)."""
+    every gradient step of the run (`num_iterations * update_epochs * num_minibatches`).
+
+    Args:
+        config: a `ClippedPPOConfig` (or one with its fields and `num_iterations`).
+
+    Returns:
+        The optimiser.
+    """
     updates = config.num_iterations * config.update_epochs * config.num_minibatches
     lr = learning_rate(config.learning_rate, config.anneal_lr, updates)
     return optax.chain(
@@ -89,7 +96,17 @@ def build_optimizer(config: Any) -> optax.GradientTransformation:
 def minibatch_indices(env_ids: jax.Array, key: jax.Array, config: Any) -> jax.Array:
     """Time indices [num_minibatches, T / num_minibatches, B]: each env's steps permuted with a
     key of the env's global id, so the global minibatch is the same whatever the envs' split
-    over devices, then cut into minibatches. Recurrent: `env_minibatch_indices` instead."""
+    over devices, then cut into minibatches. Recurrent: `env_minibatch_indices` instead.
+
+    Args:
+        env_ids: [B] int32 global ids of this device's envs.
+        key: a PRNG key, the same on every device.
+        config: the agent's Config (`rollout_steps`, `num_minibatches`, `memory`).
+
+    Returns:
+        [M, T / M, B] int32 time indices (M = num_minibatches, T = rollout_steps), or, recurrent,
+            `env_minibatch_indices`' [M, B / M] env indices.
+    """
     if config.memory != "none":
         return env_minibatch_indices(env_ids, key, config.num_minibatches)
     perms = jax.vmap(lambda k: jax.random.permutation(k, config.rollout_steps))(
@@ -103,7 +120,16 @@ def env_minibatch_indices(env_ids: jax.Array, key: jax.Array, num_minibatches: i
     """Local env indices [num_minibatches, B / num_minibatches]: the envs in blocks of
     `num_minibatches` consecutive global ids, each block permuted with a key of its first id and
     dealt one env per minibatch. Every minibatch holds whole env sequences, and the same ones
-    whatever the envs' split over devices (each device holds whole blocks)."""
+    whatever the envs' split over devices (each device holds whole blocks).
+
+    Args:
+        env_ids: [B] int32 global ids of this device's envs.
+        key: a PRNG key, the same on every device.
+        num_minibatches: the number of minibatches M, dividing B.
+
+    Returns:
+        [M, B / M] int32 indices into this device's envs.
+    """
     envs = env_ids.shape[0]
     if envs % num_minibatches:
         raise ConfigError(f"memory: each device's {envs} envs must divide into "
@@ -116,7 +142,15 @@ def env_minibatch_indices(env_ids: jax.Array, key: jax.Array, num_minibatches: i
 
 def take_envs(data: Any, idx: jax.Array) -> Any:
     """`data` (a NamedTuple of [T, B, ...] leaves with `memory` [B, ...]) at the env indices
-    `idx` [M, b]: minibatches [M, T, b, ...] with their memory [M, b, ...]."""
+    `idx` [M, b]: minibatches [M, T, b, ...] with their memory [M, b, ...].
+
+    Args:
+        data: a NamedTuple of leaves [T, B, ...] and `memory` [B, ...].
+        idx: [M, b] env indices.
+
+    Returns:
+        `data` with leaves [M, T, b, ...] and `memory` [M, b, ...].
+    """
     memory = jax.tree.map(lambda m: m[idx], data.memory)
     steps = jax.tree.map(lambda x: jnp.moveaxis(x[:, idx], 1, 0), data._replace(memory=None))
     return steps._replace(memory=memory)
@@ -124,12 +158,30 @@ def take_envs(data: Any, idx: jax.Array) -> Any:
 
 def take_minibatches(data: Any, idx: jax.Array, config: Any) -> Any:
     """`data` [T, B, ...] as the minibatches of `minibatch_indices`' `idx`: [M, T/M, B, ...]
-    steps, or (recurrent) [M, T, B/M, ...] env sequences."""
+    steps, or (recurrent) [M, T, B/M, ...] env sequences.
+
+    Args:
+        data: a NamedTuple of leaves [T, B, ...] (and, recurrent, `memory` [B, ...]).
+        idx: `minibatch_indices`' indices.
+        config: the agent's Config (its `memory`).
+
+    Returns:
+        `data` with leaves [M, T / M, B, ...], or (recurrent) [M, T, B / M, ...] and memory
+            [M, B / M, ...].
+    """
     return take_envs(data, idx) if config.memory != "none" else take_steps(data, idx)
 
 
 def take_steps(data: Any, idx: jax.Array) -> Any:
-    """Every leaf [T, B, ...] of `data` at the per-env time indices `idx` [..., B]."""
+    """Every leaf [T, B, ...] of `data` at the per-env time indices `idx` [..., B].
+
+    Args:
+        data: leaves [T, B, ...].
+        idx: [..., B] time indices per env (e.g. [M, T / M, B]).
+
+    Returns:
+        `data` with leaves [*idx.shape, ...].
+    """
     def take(x):
         """One leaf [T, B, ...] gathered along time."""
         flat = idx.reshape(-1, idx.shape[-1])
@@ -142,7 +194,18 @@ def take_steps(data: Any, idx: jax.Array) -> Any:
 def shuffled_minibatches(data: Any, env_ids: jax.Array, key: jax.Array, config: Any) -> Any:
     """`data` [T, B, ...] as minibatches at `minibatch_indices`: steps permuted inside each
     env [num_minibatches, T / num_minibatches, B, ...], or (recurrent) sets of whole env
-    sequences [num_minibatches, T, B / num_minibatches, ...]."""
+    sequences [num_minibatches, T, B / num_minibatches, ...].
+
+    Args:
+        data: a NamedTuple of leaves [T, B, ...] (and, recurrent, `memory` [B, ...]).
+        env_ids: [B] int32 global ids of this device's envs.
+        key: a PRNG key, the same on every device.
+        config: the agent's Config.
+
+    Returns:
+        `data` with leaves [M, T / M, B, ...], or (recurrent) [M, T, B / M, ...] and memory
+            [M, B / M, ...].
+    """
     return take_minibatches(data, minibatch_indices(env_ids, key, config), config)
 
 
@@ -154,7 +217,19 @@ def minibatch_step(grad_fn: GradFn, optimizer: optax.GradientTransformation,
                    batch: Any) -> tuple[tuple[PyTree, PyTree], Metrics]:
     """One gradient step on a minibatch: `grad_fn(params, batch) -> (grads, metrics)`,
     gradients averaged over the devices of `axis_name`, then the optimiser's update of the
-    (params, opt_state) carry."""
+    (params, opt_state) carry.
+
+    Args:
+        grad_fn: `grad_fn(params, batch) -> (grads, metrics)`.
+        optimizer: the optimiser.
+        axis_name: the device axis the gradients are averaged over, or None.
+        carry: (params, opt_state).
+        batch: one minibatch.
+
+    Returns:
+        carry: the new (params, opt_state).
+        metrics: `grad_fn`'s metrics.
+    """
     params, opt_state = carry
     grads, metrics = grad_fn(params, batch)
     grads = collectives.pmean(grads, axis_name)
@@ -167,7 +242,21 @@ def sgd_epochs(step: Callable[[Any, Any], tuple[Any, Metrics]], carry: Any, epoc
                minibatch_unroll: int = 1) -> tuple[Any, Metrics]:
     """`epochs` passes of `step(carry, minibatch) -> (carry, metrics)` over the minibatches
     `epoch_minibatches(epoch_index)` ([M, ...] leaves, scanned over M): the epoch loop every
-    on-policy learner of the family runs. Metrics [epochs, M, ...]."""
+    on-policy learner of the family runs. Metrics [epochs, M, ...].
+
+    Args:
+        step: `step(carry, minibatch) -> (carry, metrics)`, e.g. `minibatch_step` bound to its first
+            three arguments.
+        carry: the state the steps carry, e.g. (params, opt_state).
+        epochs: the number of passes.
+        epoch_minibatches: `epoch_minibatches(epoch_index)` -> minibatches, leaves [M, ...].
+        epoch_unroll: `lax.scan`'s `unroll` over the epochs.
+        minibatch_unroll: `lax.scan`'s `unroll` over the minibatches.
+
+    Returns:
+        carry: the carry after the last step.
+        metrics: `step`'s metrics, leaves [epochs, M, ...].
+    """
     def epoch(carry, epoch_index):
         """One pass over the epoch's minibatches."""
         return jax.lax.scan(step, carry, epoch_minibatches(epoch_index), unroll=minibatch_unroll)
@@ -178,7 +267,15 @@ def sgd_epochs(step: Callable[[Any, Any], tuple[Any, Metrics]], carry: Any, epoc
 def recurrent_placement_problem(config: Any, devices: int) -> Optional[str]:
     """A recurrent config's minibatches are sets of whole env sequences dealt from blocks of
     `num_minibatches` envs, so each device's envs must divide into them; None when they do
-    (or the network has no memory)."""
+    (or the network has no memory).
+
+    Args:
+        config: the agent's Config (`num_envs`, `num_minibatches`, `memory`).
+        devices: the number of devices the envs split over.
+
+    Returns:
+        The problem in one line, or None.
+    """
     local = config.num_envs // devices
     if config.memory != "none" and local % config.num_minibatches:
         return (f"memory={config.memory}: {devices} devices leave {local} envs each, which do "

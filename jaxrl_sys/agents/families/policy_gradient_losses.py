@@ -22,34 +22,77 @@ ADVANTAGE_EPSILON = 1e-8
 
 def normalized_advantages(advantages: jax.Array, axis_name: Optional[str]) -> jax.Array:
     """[N] advantages standardised to mean 0 and standard deviation 1, with the statistics
-    pooled over the devices of `axis_name`, so every device scales by the global minibatch's."""
+    pooled over the devices of `axis_name`, so every device scales by the global minibatch's.
+
+    Args:
+        advantages: [N] advantages.
+        axis_name: the device axis to pool the statistics over, or None.
+
+    Returns:
+        [N] standardised advantages.
+    """
     mean = collectives.pmean(jnp.mean(advantages), axis_name)
     var = collectives.pmean(jnp.mean((advantages - mean) ** 2), axis_name)
     return (advantages - mean) / (jnp.sqrt(var) + ADVANTAGE_EPSILON)
 
 
 def importance_ratio(log_probs: jax.Array, old_log_probs: jax.Array) -> jax.Array:
-    """pi(a|s) / pi_old(a|s), [N], from the log-probabilities of the taken actions [N]."""
+    """pi(a|s) / pi_old(a|s), [N], from the log-probabilities of the taken actions [N].
+
+    Args:
+        log_probs: [N] log pi(a|s) under the current parameters.
+        old_log_probs: [N] log pi_old(a|s) under the acting ones.
+
+    Returns:
+        [N] ratios.
+    """
     return jnp.exp(log_probs - old_log_probs)
 
 
 def clipped_policy_loss(ratio: jax.Array, advantages: jax.Array, clip_eps: float) -> jax.Array:
     """The clipped surrogate, negated for descent: -mean(min(r A, clip(r, 1-eps, 1+eps) A)),
     a scalar from ratios and advantages [N]. The ratio stops paying once it has moved the
-    action's probability `clip_eps` in the advantage's direction."""
+    action's probability `clip_eps` in the advantage's direction.
+
+    Args:
+        ratio: [N] importance ratios pi / pi_old.
+        advantages: [N] advantages.
+        clip_eps: how far the ratio may move from 1 before it stops paying.
+
+    Returns:
+        The scalar loss.
+    """
     clipped = jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps)
     return -jnp.mean(jnp.minimum(ratio * advantages, clipped * advantages))
 
 
 def value_loss(values: jax.Array, returns: jax.Array) -> jax.Array:
-    """Half the mean squared error of values [N] against returns [N], a scalar."""
+    """Half the mean squared error of values [N] against returns [N], a scalar.
+
+    Args:
+        values: [N] values under the current parameters.
+        returns: [N] value targets.
+
+    Returns:
+        The scalar loss.
+    """
     return 0.5 * jnp.mean((values - returns) ** 2)
 
 
 def clipped_value_loss(values: jax.Array, old_values: jax.Array, returns: jax.Array,
                        clip_eps: float) -> jax.Array:
     """`value_loss`, pessimistic over the values [N] and the old values [N] moved at most
-    `clip_eps` towards them: 0.5 mean(max((v - R)^2, (v_old + clip(v - v_old) - R)^2))."""
+    `clip_eps` towards them: 0.5 mean(max((v - R)^2, (v_old + clip(v - v_old) - R)^2)).
+
+    Args:
+        values: [N] values under the current parameters.
+        old_values: [N] values under the acting ones.
+        returns: [N] value targets.
+        clip_eps: how far a value may move from its old one.
+
+    Returns:
+        The scalar loss.
+    """
     value_error = (values - returns) ** 2
     values_clipped = old_values + jnp.clip(values - old_values, -clip_eps, clip_eps)
     return 0.5 * jnp.mean(jnp.maximum(value_error, (values_clipped - returns) ** 2))
@@ -57,13 +100,29 @@ def clipped_value_loss(values: jax.Array, old_values: jax.Array, returns: jax.Ar
 
 def entropy_term(entropy: jax.Array) -> jax.Array:
     """Mean policy entropy of the minibatch's states [N], a scalar; the loss subtracts
-    `ent_coef` times it, so more entropy lowers the loss."""
+    `ent_coef` times it, so more entropy lowers the loss.
+
+    Args:
+        entropy: [N] policy entropies.
+
+    Returns:
+        The scalar mean entropy.
+    """
     return jnp.mean(entropy)
 
 
 def approx_kl(ratio: jax.Array, log_probs: jax.Array, old_log_probs: jax.Array) -> jax.Array:
     """KL(pi_old || pi) estimated as mean((r - 1) - log r) over [N] (non-negative per sample);
-    a diagnostic, not part of the loss."""
+    a diagnostic, not part of the loss.
+
+    Args:
+        ratio: [N] importance ratios pi / pi_old.
+        log_probs: [N] log pi(a|s).
+        old_log_probs: [N] log pi_old(a|s).
+
+    Returns:
+        The scalar estimate.
+    """
     return jnp.mean((ratio - 1.0) - (log_probs - old_log_probs))
 
 
@@ -87,6 +146,25 @@ def ppo_loss(
 
     The first three arrays [N] come from the current parameters, the next two from the
     acting ones; advantages and returns [N] are the rollout's targets.
+
+    Args:
+        log_probs: [N] log-probabilities of the taken actions under the current parameters.
+        entropy: [N] policy entropies under the current parameters.
+        values: [N] values under the current parameters.
+        old_log_probs: [N] log-probabilities of the taken actions under the acting parameters.
+        old_values: [N] values under the acting parameters.
+        advantages: [N] advantages.
+        returns: [N] value targets.
+        clip_eps: the ratio's (and, with `clip_value`, the value's) clip.
+        vf_coef: the value loss's weight.
+        ent_coef: the entropy bonus's weight.
+        clip_value: whether the value loss is `clipped_value_loss`.
+        normalize_advantages: whether advantages are standardised first (`normalized_advantages`).
+        axis_name: the device axis the standardisation pools over, or None.
+
+    Returns:
+        loss: the scalar loss.
+        metrics: scalars `loss`, `policy_loss`, `value_loss`, `entropy` and `approx_kl`.
     """
     if normalize_advantages:
         advantages = normalized_advantages(advantages, axis_name)

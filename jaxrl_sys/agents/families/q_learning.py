@@ -55,7 +55,11 @@ class QLearningConfig(RolloutBudget):
 
     @property
     def warmup_steps(self) -> int:
-        """Env steps per seed that replay must hold before the first gradient step."""
+        """Env steps per seed that replay must hold before the first gradient step.
+
+        Returns:
+            `learning_starts`.
+        """
         return self.learning_starts
 
     def validate(self) -> None:
@@ -101,12 +105,26 @@ class ApeXQConfig(QLearningConfig):
 
 def first_learning_iteration(config: QLearningConfig) -> int:
     """The first iteration that learns: the one after which replay holds the config's
-    `warmup_steps` (iterations count from 0)."""
+    `warmup_steps` (iterations count from 0).
+
+    Args:
+        config: the agent's Config.
+
+    Returns:
+        The iteration's index, 0 or more.
+    """
     return max(0, -(-config.warmup_steps // config.steps_per_iteration) - 1)
 
 
 def learner_steps(config: QLearningConfig) -> int:
-    """Gradient steps in the config's `num_iterations`: the warm-up's iterations take none."""
+    """Gradient steps in the config's `num_iterations`: the warm-up's iterations take none.
+
+    Args:
+        config: the agent's Config.
+
+    Returns:
+        The number of gradient steps, 0 or more.
+    """
     learning_iterations = max(0, config.num_iterations - first_learning_iteration(config))
     return learning_iterations * config.updates_per_iteration
 
@@ -114,7 +132,15 @@ def learner_steps(config: QLearningConfig) -> int:
 def learning_rate_schedule(config: QLearningConfig) -> optax.ScalarOrSchedule:
     """The learning rate by learner step (optax counts updates from 0): `learning_rate` at the
     first, `learning_rate * final_lr_fraction` at the last and after, linear between (if
-    `anneal_lr`). Both ends are exact under jit, where XLA turns division into multiplication."""
+    `anneal_lr`). Both ends are exact under jit, where XLA turns division into multiplication.
+
+    Args:
+        config: the agent's Config.
+
+    Returns:
+        The constant `learning_rate` (no `anneal_lr`), or a schedule: scalar update count -> scalar
+            rate.
+    """
     if not config.anneal_lr:
         return config.learning_rate
     return exact_linear_schedule(config.learning_rate,
@@ -126,13 +152,29 @@ def build_optimizer(config: QLearningConfig,
                     optimizer: Callable[..., optax.GradientTransformation] = optax.adam,
                     ) -> optax.GradientTransformation:
     """`optimizer` (Adam unless given) at `learning_rate_schedule`'s rate on gradients clipped
-    to `max_grad_norm`."""
+    to `max_grad_norm`.
+
+    Args:
+        config: the agent's Config.
+        optimizer: an optax optimiser taking the learning rate (or schedule) first.
+
+    Returns:
+        The optimiser.
+    """
     return optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
                        optimizer(learning_rate_schedule(config)))
 
 
 def epsilon_at(config: QLearningConfig, env_steps: jax.Array) -> jax.Array:
-    """Linear exploration schedule over `exploration_fraction` of the run."""
+    """Linear exploration schedule over `exploration_fraction` of the run.
+
+    Args:
+        config: the agent's Config.
+        env_steps: env steps taken over all envs, any shape (a scalar as the agents call it).
+
+    Returns:
+        Epsilon, `env_steps`' shape.
+    """
     horizon = max(1.0, config.exploration_fraction * config.total_steps)
     frac = jnp.clip(env_steps / horizon, 0.0, 1.0)
     return config.epsilon_start + frac * (config.epsilon_end - config.epsilon_start)
@@ -142,7 +184,16 @@ def exploration_epsilons(config: ApeXQConfig, env_steps: jax.Array,
                          env_ids: jax.Array) -> jax.Array:
     """Each env's exploration rate [E] by global env id [E], so the rates are the same however
     the envs are split: `epsilon_at` for all, or Ape-X's fixed
-    `apex_base ** (1 + apex_alpha * i / (N - 1))` for env i of N (`apex_base` if N = 1)."""
+    `apex_base ** (1 + apex_alpha * i / (N - 1))` for env i of N (`apex_base` if N = 1).
+
+    Args:
+        config: the agent's Config.
+        env_steps: scalar, env steps taken over all envs.
+        env_ids: [E] int32 global env ids.
+
+    Returns:
+        [E] float32 exploration rates.
+    """
     if config.exploration == "apex":
         spread = env_ids.astype(jnp.float32) / max(1, config.num_envs - 1)
         return jnp.power(config.apex_base, 1.0 + config.apex_alpha * spread)
@@ -150,7 +201,15 @@ def exploration_epsilons(config: ApeXQConfig, env_steps: jax.Array,
 
 
 def mean_epsilon(config: ApeXQConfig, env_steps: jax.Array) -> jax.Array:
-    """The exploration rate logged as `epsilon`: the schedule's, or the mean over all envs."""
+    """The exploration rate logged as `epsilon`: the schedule's, or the mean over all envs.
+
+    Args:
+        config: the agent's Config.
+        env_steps: scalar, env steps taken over all envs.
+
+    Returns:
+        The scalar rate.
+    """
     if config.exploration == "apex":
         return jnp.mean(exploration_epsilons(config, env_steps, jnp.arange(config.num_envs)))
     return epsilon_at(config, env_steps)

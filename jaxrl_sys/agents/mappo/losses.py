@@ -18,7 +18,21 @@ def team_advantages(rewards: jax.Array, values: jax.Array, next_values: jax.Arra
                     lam: float) -> tuple[jax.Array, jax.Array]:
     """GAE (advantages, returns) [T, B, N] of each agent's values [T, B, N] (and of the state
     each step reached, `next_values`) under the team's rewards and episode ends [T, B]: every
-    agent is credited with the whole team's reward."""
+    agent is credited with the whole team's reward.
+
+    Args:
+        rewards: [T, B] team rewards.
+        values: [T, B, N] each agent's values.
+        next_values: [T, B, N] each agent's values of the state reached after each step.
+        terminated: bool [T, B].
+        truncated: bool [T, B].
+        gamma: the discount.
+        lam: the GAE lambda.
+
+    Returns:
+        advantages: [T, B, N] advantages.
+        returns: [T, B, N] value targets.
+    """
     team = lambda x: jax.numpy.broadcast_to(x[..., None], values.shape)  # noqa: E731
     return gae(team(rewards), values, next_values, team(terminated), team(truncated), gamma, lam)
 
@@ -30,7 +44,28 @@ def mappo_loss(logits: jax.Array, legal: jax.Array, values: jax.Array, actions: 
                axis_name: Optional[str] = None) -> tuple[jax.Array, Metrics]:
     """`ppo_loss` over every row of logits [..., A] (masked by `legal` [..., A], so an
     unavailable action has neither probability nor entropy) and values, actions, acting
-    log-probs and values, advantages and returns [...]."""
+    log-probs and values, advantages and returns [...].
+
+    Args:
+        logits: [..., A] logits of every (step, env, agent) row under the current parameters.
+        legal: bool [..., A] available actions.
+        values: [...] values under the current parameters.
+        actions: [...] int taken actions.
+        old_log_probs: [...] log-probabilities of the taken actions under the acting parameters.
+        old_values: [...] values under the acting parameters.
+        advantages: [...] advantages.
+        returns: [...] value targets.
+        clip_eps: the ratio's (and, with `clip_value`, the value's) clip.
+        vf_coef: the value loss's weight.
+        ent_coef: the entropy bonus's weight.
+        clip_value: whether the value loss is clipped.
+        normalize_advantages: whether advantages are standardised first.
+        axis_name: the device axis the standardisation pools over, or None.
+
+    Returns:
+        loss: the scalar loss.
+        metrics: `ppo_loss`'s scalar metrics.
+    """
     log_probs, entropy = scored(logits, legal, actions)
     flat = lambda x: x.reshape(-1)  # noqa: E731
     return ppo_loss(

@@ -40,7 +40,14 @@ class Unroll(NamedTuple):
 
 
 def unroll_step_weights(unroll_steps: int) -> np.ndarray:
-    """Loss weights [K+1] of the unroll steps: 1 for step 0, 1/K for each later step."""
+    """Loss weights [K+1] of the unroll steps: 1 for step 0, 1/K for each later step.
+
+    Args:
+        unroll_steps: the unroll steps K.
+
+    Returns:
+        [K+1] float32 weights.
+    """
     K = unroll_steps
     return np.concatenate([np.ones(1), np.full(K, 1.0 / K)]).astype(np.float32)
 
@@ -52,7 +59,19 @@ def unroll_model(network: MuZeroNetwork, params, first_obs: jax.Array, actions: 
 
     As in the paper's `update_weights`, each step's own predictions reach the dynamics at
     full strength; only the gradient flowing back from later steps through the latent passed
-    on to the next dynamics step is scaled by `dynamics_grad_scale`."""
+    on to the next dynamics step is scaled by `dynamics_grad_scale`.
+
+    Args:
+        network: the MuZero network.
+        params (PyTree): its parameters.
+        first_obs: [B, ...] the sequences' first observations.
+        actions: [B, K] int moves.
+        dynamics_grad_scale: the factor of the gradient through each latent passed on.
+
+    Returns:
+        The logits: policy [B, K+1, A], value [B, K+1, bins], reward [B, K, bins], legal
+            [B, K+1, A], end [B, K]; and the latents [B, K, D] of steps 1..K.
+    """
     latent = network.apply(params, first_obs, method=MuZeroNetwork.represent)
     first = network.apply(params, latent, method=MuZeroNetwork.predict)
 
@@ -80,7 +99,18 @@ def rules_loss(unrolled: Unroll, legal: jax.Array, terminated: jax.Array, alive:
                step_weights: np.ndarray) -> jax.Array:
     """Per-row cross-entropy of the rule heads [B]: legal moves [B, K+1, A] at the real
     states 0..K (mean over moves) and whether each of the moves 0..K-1 ended the episode
-    (`terminated` [B, K]); `alive` [B, K+1] masks the steps."""
+    (`terminated` [B, K]); `alive` [B, K+1] masks the steps.
+
+    Args:
+        unrolled: `unroll_model`'s predictions.
+        legal: bool [B, K+1, A] legal moves at the real states 0..K.
+        terminated: bool [B, K] whether each move ended the episode.
+        alive: [B, K+1] float mask of the steps.
+        step_weights: [K+1] weights (`unroll_step_weights`).
+
+    Returns:
+        [B] losses.
+    """
     K = terminated.shape[1]
     legal_ce = optax.sigmoid_binary_cross_entropy(
         unrolled.legal, legal.astype(jnp.float32)).mean(-1)
@@ -95,7 +125,19 @@ def consistency_loss(network: MuZeroNetwork, params, predicted_latents: jax.Arra
     """EfficientZero's consistency loss per row [B]: the negative cosine similarity between
     the predictor's output for each latent the dynamics predicted [B, K, D] and the
     projection of the representation of the observation reached [B, K, ...], which gets no
-    gradient (SimSiam); `alive` [B, K] masks the steps, weighed as the other losses."""
+    gradient (SimSiam); `alive` [B, K] masks the steps, weighed as the other losses.
+
+    Args:
+        network: the MuZero network.
+        params (PyTree): its parameters.
+        predicted_latents: [B, K, D] latents of steps 1..K from the dynamics.
+        reached_obs: [B, K, ...] the observations reached at steps 1..K.
+        alive: [B, K] float mask of the steps.
+        step_weights: [K+1] weights (`unroll_step_weights`; steps 1..K used).
+
+    Returns:
+        [B] losses.
+    """
     b, k = predicted_latents.shape[:2]
     flat = lambda x: x.reshape(b * k, *x.shape[2:])  # noqa: E731
     online = network.apply(params, network.apply(params, flat(predicted_latents),
@@ -111,7 +153,16 @@ def consistency_loss(network: MuZeroNetwork, params, predicted_latents: jax.Arra
 def categorical_cross_entropy(logits: jax.Array, scalar: jax.Array, support: Support
                               ) -> jax.Array:
     """Cross-entropy [...] of logits [..., bins] against raw scalar targets [...], encoded
-    as two-hot probabilities of h(target) on `support`."""
+    as two-hot probabilities of h(target) on `support`.
+
+    Args:
+        logits: [..., bins] logits.
+        scalar: [...] raw scalar targets.
+        support: the support (in h-space).
+
+    Returns:
+        [...] cross-entropies.
+    """
     return optax.softmax_cross_entropy(logits, scalar_to_probs(scalar, support))
 
 
@@ -131,7 +182,25 @@ def prediction_losses(policy_logits: jax.Array, value_logits: jax.Array,
                       reward_support: Support) -> PredictionLosses:
     """Masked cross-entropies summed over unroll steps: policy logits [B, K+1, A] against
     policies [B, K+1, A], value logits [B, K+1, bins] against scalars [B, K+1] and reward
-    logits [B, K, bins] against scalars [B, K]; masks are float [B, K+1] / [B, K]."""
+    logits [B, K, bins] against scalars [B, K]; masks are float [B, K+1] / [B, K].
+
+    Args:
+        policy_logits: [B, K+1, A] policy logits.
+        value_logits: [B, K+1, bins] value logits.
+        reward_logits: [B, K, bins] reward logits.
+        policy_targets: [B, K+1, A] target policies (probabilities).
+        value_targets: [B, K+1] raw scalar value targets.
+        reward_targets: [B, K] raw scalar reward targets.
+        policy_mask: float [B, K+1].
+        value_mask: float [B, K+1].
+        reward_mask: float [B, K].
+        step_weights: [K+1] weights (`unroll_step_weights`).
+        value_support: the value support (in h-space).
+        reward_support: the reward support (in h-space).
+
+    Returns:
+        The value, policy and reward losses, each [B].
+    """
     value_ce = categorical_cross_entropy(value_logits, value_targets, value_support)
     reward_ce = categorical_cross_entropy(reward_logits, reward_targets, reward_support)
     policy_ce = optax.softmax_cross_entropy(policy_logits, policy_targets)
@@ -152,6 +221,23 @@ def muzero_loss(params, target_params, batch: Batch, *, network: MuZeroNetwork,
     (towards 0), the policy only at real states. Env model (AlphaZero): the network predicts
     at the stored real positions 0..K and nothing is unrolled. `discount` is the n-step
     targets' (-gamma in a two-player game).
+
+    Args:
+        params (PyTree): the online parameters (differentiate with respect to these).
+        target_params (PyTree): the target parameters, which value the bootstrap observations
+            (unused with `value_bootstrap="search"`).
+        batch: sequences [B, L, ...] (L = K + n) with importance weights [B].
+        network: the MuZero network.
+        config: MuZero's Config (`unroll_steps` K, `n_step` n, `model`, the loss weights).
+        value_support: the value support (in h-space).
+        reward_support: the reward support (in h-space).
+        discount: the n-step targets' discount (-gamma in a two-player game).
+
+    Returns:
+        loss: the scalar loss.
+        aux: (value errors [B] at each row's first step, the new priorities; scalar metrics
+            `value_loss`, `policy_loss`, `reward_loss`, `value_target_mean`, and `rules_loss` and
+            `consistency_loss` where those losses are on).
     """
     K = config.unroll_steps
     step_weights = unroll_step_weights(K)

@@ -45,17 +45,39 @@ class Batch:
 
     @classmethod
     def from_items(cls, items: dict) -> Batch:
-        """The batch of gathered replay `items` (a dict with a key per stored field)."""
+        """The batch of gathered replay `items` (a dict with a key per stored field).
+
+        Args:
+            items: field name -> leaves [B, L, ...] (the state before the first step [B, N, ...]).
+
+        Returns:
+            The batch.
+        """
         return cls(**items)
 
 
 def time_major(x: Optional[jax.Array]) -> Optional[jax.Array]:
-    """[B, L, ...] as [L, B, ...] (None stays None)."""
+    """[B, L, ...] as [L, B, ...] (None stays None).
+
+    Args:
+        x: [B, L, ...] leaves, or None.
+
+    Returns:
+        [L, B, ...], or None.
+    """
     return None if x is None else jnp.swapaxes(x, 0, 1)
 
 
 def taken_q(q: jax.Array, actions: jax.Array) -> jax.Array:
-    """Q-values [...] of int `actions` [...] in `q` [..., A]."""
+    """Q-values [...] of int `actions` [...] in `q` [..., A].
+
+    Args:
+        q: [..., A] Q-values.
+        actions: [...] int actions.
+
+    Returns:
+        [...] Q-values.
+    """
     return jnp.take_along_axis(q, actions[..., None].astype(jnp.int32), axis=-1)[..., 0]
 
 
@@ -63,7 +85,16 @@ def double_q_next_values(q_target_next: jax.Array, q_online_next: Optional[jax.A
                          next_legal: jax.Array) -> jax.Array:
     """Each agent's value [...] of its next observation from Q-values [..., A]: the target
     network's at the legal action the online network ranks best (double Q), or at the target
-    network's own best legal action when `q_online_next` is None."""
+    network's own best legal action when `q_online_next` is None.
+
+    Args:
+        q_target_next: [..., A] the target network's Q-values (e.g. [T, B, N, A]).
+        q_online_next: [..., A] the online network's, or None.
+        next_legal: bool [..., A] legal next actions.
+
+    Returns:
+        [...] values.
+    """
     chooser = q_target_next if q_online_next is None else q_online_next
     return taken_q(q_target_next, masked_argmax(chooser, next_legal))
 
@@ -71,7 +102,19 @@ def double_q_next_values(q_target_next: jax.Array, q_online_next: Optional[jax.A
 def team_targets(next_q_tot: jax.Array, rewards: jax.Array, terminated: jax.Array,
                  truncated: jax.Array, n_step: int, gamma: float) -> jax.Array:
     """n-step team targets [T, B] of the steps [T, B] of sequences from the mixed value of
-    each step's next observation [T, B]; no gradient flows through them."""
+    each step's next observation [T, B]; no gradient flows through them.
+
+    Args:
+        next_q_tot: [T, B] mixed values of each step's next observation.
+        rewards: [T, B] team rewards.
+        terminated: bool [T, B].
+        truncated: bool [T, B].
+        n_step: the horizon.
+        gamma: the discount.
+
+    Returns:
+        [T, B] targets.
+    """
     targets = n_step_sequence_targets(rewards, next_q_tot, terminated, truncated, n_step, gamma)
     return jax.lax.stop_gradient(targets)
 
@@ -82,7 +125,23 @@ def qmix_loss(params: Any, target_params: Any, batch: Batch, *, network: TeamQNe
     """The mean squared team TD error [] over the learned steps of sequences [B, L, ...], with
     metrics (mean taken agent Q, mean Q_tot). `params` and `target_params` are
     {"agent": ..., "mixer": ...} (no "mixer" for VDN); differentiate with respect to
-    `params`."""
+    `params`.
+
+    Args:
+        params: the online {"agent": ..., "mixer": ...} parameters.
+        target_params: the target ones.
+        batch: sequences [B, L, ...] of L = burn_in + T steps.
+        network: the agents' Q-network.
+        mixer: QMIX's mixer, or None (VDN: a sum).
+        burn_in: the steps that only warm the recurrent state.
+        n_step: the targets' horizon.
+        gamma: the discount.
+        double_q: whether the online network picks the next actions.
+
+    Returns:
+        loss: the scalar loss.
+        metrics: scalars `q_mean` and `q_tot_mean`.
+    """
     obs, starts = time_major(batch.obs), time_major(batch.starts)
     q, carries = unroll(network, params["agent"], batch.memory, obs, starts, burn_in)
     target_carries = None

@@ -40,17 +40,40 @@ class Batch:
 
     @classmethod
     def from_items(cls, items: dict, weights: jax.Array) -> Batch:
-        """The batch of gathered replay `items` (a dict with a key per field)."""
+        """The batch of gathered replay `items` (a dict with a key per field).
+
+        Args:
+            items: field name -> leaves [B, L, ...] (`memory` [B, ...]).
+            weights: [B] importance weights.
+
+        Returns:
+            The batch.
+        """
         return cls(**items, weights=weights)
 
 
 def time_major(x: jax.Array) -> jax.Array:
-    """[B, L, ...] as [L, B, ...]."""
+    """[B, L, ...] as [L, B, ...].
+
+    Args:
+        x: [B, L, ...].
+
+    Returns:
+        [L, B, ...].
+    """
     return jnp.swapaxes(x, 0, 1)
 
 
 def taken_q(q: jax.Array, actions: jax.Array) -> jax.Array:
-    """Q-values [...] of int `actions` [...] in `q` [..., A]."""
+    """Q-values [...] of int `actions` [...] in `q` [..., A].
+
+    Args:
+        q: [..., A] Q-values.
+        actions: [...] int actions.
+
+    Returns:
+        [...] Q-values.
+    """
     return jnp.take_along_axis(q, actions[..., None].astype(jnp.int32), axis=-1)[..., 0]
 
 
@@ -60,7 +83,20 @@ def sequence_q_targets(q_target_next: jax.Array, q_online_next: Optional[jax.Arr
     """n-step targets [T, B] of the steps [T, B] of sequences, from the Q-values [T, B, A] of
     each step's next observation: the target network's at the action the online network ranks
     best (double Q), or at its own best when `q_online_next` is None. No gradient flows
-    through them."""
+    through them.
+
+    Args:
+        q_target_next: [T, B, A] the target network's Q-values of each step's next observation.
+        q_online_next: [T, B, A] the online network's, or None.
+        rewards: [T, B] rewards.
+        terminated: bool [T, B].
+        truncated: bool [T, B].
+        n_step: the horizon.
+        gamma: the discount.
+
+    Returns:
+        [T, B] targets.
+    """
     chooser = q_target_next if q_online_next is None else q_online_next
     next_values = taken_q(q_target_next, jnp.argmax(chooser, axis=-1))
     targets = n_step_sequence_targets(rewards, next_values, terminated, truncated, n_step, gamma)
@@ -69,7 +105,15 @@ def sequence_q_targets(q_target_next: jax.Array, q_online_next: Optional[jax.Arr
 
 def sequence_priorities(td_error: jax.Array, eta: float) -> jax.Array:
     """R2D2's priority [B] of sequences from their TD errors [T, B]:
-    eta * max |TD| + (1 - eta) * mean |TD|."""
+    eta * max |TD| + (1 - eta) * mean |TD|.
+
+    Args:
+        td_error: [T, B] TD errors.
+        eta: the weight of the maximum.
+
+    Returns:
+        [B] priorities.
+    """
     size = jnp.abs(td_error)
     return eta * jnp.max(size, axis=0) + (1.0 - eta) * jnp.mean(size, axis=0)
 
@@ -79,7 +123,23 @@ def r2d2_loss(params: Any, target_params: Any, batch: Batch, *, network: Recurre
               ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
     """The weighted mean Huber loss [] over the learned steps of sequences [B, L, ...], with
     (TD errors [T, B] of those steps, mean taken Q []). Differentiate with respect to `params`
-    (the online network); the target network only values next observations."""
+    (the online network); the target network only values next observations.
+
+    Args:
+        params: the online network's parameters.
+        target_params: the target network's parameters.
+        batch: sequences [B, L, ...] of L = burn_in + T steps, importance weights [B].
+        network: the recurrent Q-network.
+        burn_in: the steps that only warm the recurrent state.
+        n_step: the targets' horizon.
+        gamma: the discount.
+        double_q: whether the online network picks the next actions.
+        huber_delta: the Huber loss's delta.
+
+    Returns:
+        loss: the scalar loss.
+        aux: (TD errors [T, B], scalar mean Q-value of the taken actions).
+    """
     obs, starts = time_major(batch.obs), time_major(batch.starts)
     q, carries = unroll(network, params, batch.memory, obs, starts, burn_in)
     _, target_carries = unroll(network, target_params, batch.memory, obs, starts, burn_in)

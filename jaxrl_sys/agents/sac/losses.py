@@ -28,6 +28,18 @@ def soft_target(
 
     A truncated step is stored with terminated False and its pre-reset next observation, so
     it bootstraps. reward, terminated, next_log_prob: [B]. No gradient flows through it.
+
+    Args:
+        reward: [B] rewards.
+        terminated: bool [B].
+        next_q: [2, B] the target twins' Q-values at the next states and sampled next actions.
+        next_log_prob: [B] log pi(a'|s') of those actions.
+        alpha: scalar temperature.
+        gamma: the discount.
+        reward_scale: the rewards' factor.
+
+    Returns:
+        [B] float32 targets.
     """
     next_q = jnp.min(next_q, axis=0)
     not_terminated = 1.0 - terminated.astype(jnp.float32)
@@ -39,20 +51,46 @@ def soft_target(
 
 def critic_loss(q: jax.Array, target: jax.Array) -> jax.Array:
     """Twin-critic loss: half the squared error of each critic's Q [2, B] against the shared
-    target [B], summed over the twins and averaged over the batch."""
+    target [B], summed over the twins and averaged over the batch.
+
+    Args:
+        q: [2, B] each twin's Q-values of the batch's actions.
+        target: [B] soft targets.
+
+    Returns:
+        The scalar loss.
+    """
     return 0.5 * jnp.mean(jnp.sum((q - target) ** 2, axis=0))
 
 
 def actor_loss(log_prob: jax.Array, q: jax.Array, alpha: jax.Array) -> jax.Array:
     """Actor loss: mean of alpha * log pi(a|s) [B] - min of the twins' Q(s, a) [2, B], for
-    actions a freshly sampled from the policy."""
+    actions a freshly sampled from the policy.
+
+    Args:
+        log_prob: [B] log pi(a|s) of freshly sampled actions.
+        q: [2, B] the twins' Q-values of those actions.
+        alpha: scalar temperature.
+
+    Returns:
+        The scalar loss.
+    """
     q_pi = jnp.min(q, axis=0)
     return jnp.mean(alpha * log_prob - q_pi)
 
 
 def alpha_loss(log_alpha: jax.Array, log_prob: jax.Array, target_entropy: float) -> jax.Array:
     """Temperature loss: -log_alpha * mean(log pi + target_entropy) over log_prob [B]; its
-    gradient raises alpha while the policy's entropy is below `target_entropy`."""
+    gradient raises alpha while the policy's entropy is below `target_entropy`.
+
+    Args:
+        log_alpha: scalar log temperature.
+        log_prob: [B] log pi(a|s) of freshly sampled actions.
+        target_entropy: the entropy the temperature aims at.
+
+    Returns:
+        The scalar loss.
+    """
     entropy_gap = jnp.mean(jax.lax.stop_gradient(log_prob) + target_entropy)
     return -log_alpha * entropy_gap
 
@@ -69,6 +107,24 @@ def sac_loss(
     noise at obs and next_obs. The critic target and the actor's Q use `stop_gradient`,
     alpha enters the critic and actor losses as a constant and the log-probabilities enter
     the alpha loss as constants, so the gradient of the sum is the three separate gradients.
+
+    Args:
+        trainable: the actor's and critics' parameters and the scalar log_alpha.
+        target_critic: the target critics' parameters.
+        batch: `obs` [B, ...], `action` [B, A], `reward` [B], `terminated` [B], `next_obs` [B, ...].
+        noise_now: [B, A] standard normal noise of the actions at `obs`.
+        noise_next: [B, A] standard normal noise of the actions at `next_obs`.
+        actor: the actor network.
+        critic: the twin critic network.
+        low: [A] the action space's lower bounds.
+        high: [A] its upper bounds.
+        gamma: the discount.
+        reward_scale: the rewards' factor.
+        target_entropy: the entropy the temperature aims at.
+
+    Returns:
+        loss: the scalar sum of the three losses.
+        metrics: scalars `critic_loss`, `actor_loss`, `alpha_loss`, `alpha`, `entropy` and `q`.
     """
     actor_params, critic_params, log_alpha = trainable
     alpha = jax.lax.stop_gradient(jnp.exp(log_alpha))
