@@ -264,6 +264,31 @@ def sgd_epochs(step: Callable[[Any, Any], tuple[Any, Metrics]], carry: Any, epoc
     return jax.lax.scan(epoch, carry, jnp.arange(epochs), unroll=epoch_unroll)
 
 
+def collect_then_update(collect: Callable[..., tuple[Any, Any, Metrics]],
+                        update: Callable[..., tuple[Any, Metrics]], state: Any, env_state: Any,
+                        key: jax.Array) -> tuple[Any, Any, Metrics]:
+    """An on-policy iteration: `collect(params, env_state, key) -> (env_state, trajectory,
+    episode metrics)` with the current parameters, then `update(state, trajectory, key) ->
+    (state, metrics)` on what it collected; returns (state, env_state, both metrics).
+
+    Args:
+        collect: `collect(params, env_state, key) -> (env_state, trajectory, metrics)`.
+        update: `update(state, trajectory, key) -> (state, metrics)`.
+        state: the learner state, with `params`.
+        env_state: the envs' state.
+        key: a PRNG key, split between `collect` and `update`.
+
+    Returns:
+        state: `update`'s learner state.
+        env_state: `collect`'s env state.
+        metrics: `update`'s and `collect`'s metrics in one dict.
+    """
+    rollout_key, update_key = jax.random.split(key)
+    env_state, trajectory, episodes = collect(state.params, env_state, rollout_key)
+    state, metrics = update(state, trajectory, update_key)
+    return state, env_state, {**metrics, **episodes}
+
+
 def recurrent_placement_problem(config: Any, devices: int) -> Optional[str]:
     """A recurrent config's minibatches are sets of whole env sequences dealt from blocks of
     `num_minibatches` envs, so each device's envs must divide into them; None when they do

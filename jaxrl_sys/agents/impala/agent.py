@@ -33,7 +33,7 @@ import optax
 from flax import struct
 
 from jaxrl_sys.agents.families.policy_gradient import (
-    build_optimizer, minibatch_step, sgd_epochs,
+    build_optimizer, collect_then_update, minibatch_step, sgd_epochs,
 )
 from jaxrl_sys.agents.impala.config import Config
 from jaxrl_sys.agents.impala.losses import impala_loss
@@ -164,19 +164,13 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
     bound_update = functools.partial(update, network, build_optimizer(config), config, axis_name)
     rollout = functools.partial(collect, env, network, config, axis_name)
 
-    def train_step(state: State, env_state: VecEnvState, key: jax.Array):
-        """Collect `rollout_steps` on every env with the current parameters, then learn."""
-        rollout_key, update_key = jax.random.split(key)
-        env_state, traj, episodes = rollout(state.params, env_state, rollout_key)
-        state, metrics = bound_update(state, traj, update_key)
-        return state, env_state, {**metrics, **episodes}
-
     def init_envs(key: jax.Array, env_ids: jax.Array) -> VecEnvState:
         """Freshly reset envs of the global ids `env_ids` [B]."""
         return reset_envs(env, key, env_ids)
 
     return Agent(config, spec, functools.partial(init, spec=spec, config=config), init_envs,
-                 functools.partial(sample_actions, network), bound_update, train_step,
+                 functools.partial(sample_actions, network), bound_update,
+                 functools.partial(collect_then_update, rollout, bound_update),
                  network=network)
 
 

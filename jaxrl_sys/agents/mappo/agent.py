@@ -29,8 +29,8 @@ import optax
 from flax import struct
 
 from jaxrl_sys.agents.families.policy_gradient import (
-    build_optimizer, minibatch_indices, minibatch_step, recurrent_placement_problem, sgd_epochs,
-    take_minibatches,
+    build_optimizer, collect_then_update, minibatch_indices, minibatch_step,
+    recurrent_placement_problem, sgd_epochs, take_minibatches,
 )
 from jaxrl_sys.agents.families.teams import check_team, with_agent_ids
 from jaxrl_sys.agents.mappo.config import Config
@@ -235,13 +235,6 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
     bound_update = functools.partial(update, network, build_optimizer(config), config, axis_name)
     rollout = functools.partial(collect, env, network, config, axis_name)
 
-    def train_step(state: State, env_state: VecEnvState, key: jax.Array):
-        """Collect `rollout_steps` on every team, then learn from it."""
-        rollout_key, update_key = jax.random.split(key)
-        env_state, traj, episodes = rollout(state.params, env_state, rollout_key)
-        state, metrics = bound_update(state, traj, update_key)
-        return state, env_state, {**metrics, **episodes}
-
     def init_envs(key: jax.Array, env_ids: jax.Array) -> VecEnvState:
         """Freshly reset teams of the global ids `env_ids` [B] (and a recurrent network's
         initial state for each agent)."""
@@ -267,7 +260,8 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         return action, log_prob
 
     return Agent(config, spec, functools.partial(init, spec=spec, config=config), init_envs,
-                 act, bound_update, train_step, network=network)
+                 act, bound_update, functools.partial(collect_then_update, rollout, bound_update),
+                 network=network)
 
 
 def greedy_action(agent: Agent) -> RecurrentPolicy:

@@ -8,6 +8,13 @@ from jaxrl_sys.agents.muzero.config import Config
 from jaxrl_sys.core.config import Tuned, tuned_config
 from jaxrl_sys.core.types import LearningPromise
 
+# Breakout-MinAtar's settings: 64 envs, 16 simulations, 10-step targets bootstrapped from the
+# stored search values, two layers of 256 on the flattened frame
+_MINATAR = dict(total_steps=1_000_000, num_envs=64, updates_per_iteration=4, gamma=0.99,
+                n_step=10, value_max=30.0, reward_max=1.0, learning_rate=1e-3, torso="mlp",
+                hidden=(256, 256), buffer_size=200_000, learning_starts=5_000,
+                num_simulations=16, rule_heads=True, value_bootstrap="search")
+
 TUNED: tuple[Tuned, ...] = (
     Tuned(
         "CartPole-v1",
@@ -18,19 +25,13 @@ TUNED: tuple[Tuned, ...] = (
     ),
     Tuned(
         "Breakout-MinAtar",
-        dict(total_steps=1_000_000, num_envs=64, updates_per_iteration=4, gamma=0.99,
-             n_step=10, value_max=30.0, reward_max=1.0, learning_rate=1e-3, torso="mlp",
-             hidden=(256, 256), buffer_size=200_000, learning_starts=5_000,
-             num_simulations=16, rule_heads=True, value_bootstrap="search"),
+        _MINATAR,
         reached="greedy 22.1 at 1M steps over seeds 0-3 (25.0, 28.5, 15.0, 20.0; "
                 "docs/results-notes.md, MinAtar)",
     ),
     Tuned(
         "*-MinAtar",
-        dict(total_steps=1_000_000, num_envs=64, updates_per_iteration=4, gamma=0.99,
-             n_step=10, value_max=30.0, reward_max=1.0, learning_rate=1e-3, torso="mlp",
-             hidden=(256, 256), buffer_size=200_000, learning_starts=5_000,
-             num_simulations=16, rule_heads=True, value_bootstrap="search"),
+        _MINATAR,
         reached="not measured: Breakout's settings for the other MinAtar games",
     ),
     Tuned(
