@@ -59,7 +59,7 @@ def run_train(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
         (["--agent", "muzero", "--eval-opponent", "random"], "needs a two-player game"),
         (["--set", "total_steps=1e99"], "total_steps=1e+99 is too large"),
         (["--devices", "100000"], "num_envs=32 does not divide over 100000 devices"),
-        (["--agent", "dqn", "--set", "memory=gru"], "cannot take a memory torso yet"),
+        (["--agent", "dqn", "--set", "memory=gru"], "cannot take a memory torso"),
         (["--set", "memory=rnn"], "memory must be one of"),
         (["--set", "memory=gru", "--set", "num_envs=16", "--devices", "8"],
          "do not divide into num_minibatches=4"),

@@ -45,6 +45,7 @@ def test_the_learning_checks_and_the_benchmark_take_it(registered):
     case = learning_check.find_case("tiny:CartPole-v1", check_learning.all_cases())
     result = learning_check.run_case(case, registered, envs, [0, 1])
     assert learning_check.judge(result).passed  # a random policy outlasts 15 steps
-    entries, _ = benchmark.plan("classic", ["tiny"], agents.load, envs)
+    entries, skipped = benchmark.plan("classic", ["tiny"], agents.load, envs)
     assert {entry.env for entry in entries} >= {"CartPole-v1", "Acrobot-v1"}
     assert all(entry.agent == "tiny" for entry in entries)
+    assert any("tiny needs discrete actions" in line for line in skipped)  # its own refusal

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_sys.core import collectives
-from jaxrl_sys.core.config import RolloutBudget, check_at_least, check_budget
+from jaxrl_sys.core.config import ConfigError, RolloutBudget, check_at_least, check_budget
 from jaxrl_sys.core.rollout import VecEnvState, episode_metrics, reset_envs, step_envs
 from jaxrl_sys.core.types import BoundAgent, Env, LearningPromise
 
@@ -57,8 +57,10 @@ def act(num_actions: int, params: Any, obs: jax.Array, key: jax.Array,
 
 
 def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> BoundAgent:
-    """The random agent bound to a discrete-action `env`."""
+    """The random agent bound to a discrete-action `env` (any other: one line)."""
     config.validate()
+    if not env.spec.discrete:
+        raise ConfigError(f"tiny needs discrete actions; {env.spec.name} has continuous ones")
     num_actions = env.spec.action_space.n
     policy = functools.partial(act, num_actions)
 
