@@ -8,8 +8,7 @@ up no device.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from jaxrl_sys.core.lazy import lazy_exports
 
 _RUN_LAYER = {
     "RunSpec": "jaxrl_sys.runtime.run_spec",
@@ -28,7 +27,4 @@ _RUN_LAYER = {
 __all__ = sorted(_RUN_LAYER)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _RUN_LAYER:
-        return getattr(importlib.import_module(_RUN_LAYER[name]), name)
-    raise AttributeError(f"module 'jaxrl_sys' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _RUN_LAYER)

@@ -9,6 +9,7 @@ from jax.sharding import PartitionSpec as P
 
 from jaxrl_sys import envs
 from jaxrl_sys.agents import dqn
+from jaxrl_sys.agents.families import q_learning
 from jaxrl_sys.runtime.execution import DEVICE_AXIS, make_mesh, place, placement_fns
 
 
@@ -135,7 +136,7 @@ def test_learning_rate_anneals_over_the_learner_steps_alone():
     learner_steps = int(states[-1].updates)
     first = next(i for i, s in enumerate(states) if s.updates == 1)
     assert 0 < learner_steps < config.num_iterations  # the warm-up took iterations
-    assert learner_steps == dqn.learner_steps(config)
+    assert learner_steps == q_learning.learner_steps(config)
     assert _moved(states[first - 1].params, states[first - 2].params) == 0.0  # warm-up
     np.testing.assert_allclose(_moved(states[first].params, states[first - 1].params),
                                config.learning_rate, rtol=1e-3)
@@ -147,7 +148,7 @@ def test_learning_rate_schedule_ends_at_the_final_fraction():
     """The rate at the first learner step is `learning_rate` and at the last (as many steps
     as a run takes) `learning_rate * final_lr_fraction`."""
     config, states = _short_run(final_lr_fraction=0.25)
-    schedule = jax.jit(dqn.learning_rate_schedule(config))  # as the optimiser runs it
+    schedule = jax.jit(q_learning.learning_rate_schedule(config))  # as the optimiser runs it
     last = int(states[-1].updates) - 1  # optax counts from 0
     assert int(states[-1].opt_state[1][-1].count) == last + 1  # the schedule's own counter
     assert schedule(0) == np.float32(config.learning_rate)

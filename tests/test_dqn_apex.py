@@ -9,6 +9,7 @@ import pytest
 
 from jaxrl_sys import envs
 from jaxrl_sys.agents import dqn
+from jaxrl_sys.agents.families import q_learning
 from jaxrl_sys.core.config import ConfigError
 from jaxrl_sys.runtime.execution import place, placement_fns
 
@@ -24,15 +25,15 @@ def test_apex_epsilons_follow_the_formula_and_ignore_the_step():
     ids = np.arange(8)
     expected = 0.4 ** (1.0 + 7.0 * ids / 7.0)
     for env_steps in (0, 10**6):
-        epsilons = np.asarray(dqn.exploration_epsilons(config, jnp.asarray(env_steps),
+        epsilons = np.asarray(q_learning.exploration_epsilons(config, jnp.asarray(env_steps),
                                                        jnp.arange(8)))
         np.testing.assert_allclose(epsilons, expected, rtol=1e-6)
     assert epsilons[0] == pytest.approx(0.4) and epsilons[-1] == pytest.approx(0.4 ** 8)
-    single = dqn.exploration_epsilons(apex_config(1), jnp.asarray(0), jnp.arange(1))
+    single = q_learning.exploration_epsilons(apex_config(1), jnp.asarray(0), jnp.arange(1))
     np.testing.assert_allclose(np.asarray(single), [0.4], rtol=1e-6)
     scheduled = dataclasses.replace(config, exploration="schedule")
     np.testing.assert_allclose(
-        np.asarray(dqn.exploration_epsilons(scheduled, jnp.asarray(0), jnp.arange(8))),
+        np.asarray(q_learning.exploration_epsilons(scheduled, jnp.asarray(0), jnp.arange(8))),
         np.full(8, scheduled.epsilon_start))
 
 

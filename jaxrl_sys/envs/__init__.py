@@ -9,8 +9,7 @@ imported on the first `make` of a gymnax id, our own pure-JAX envs (e.g. tic-tac
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from jaxrl_sys.core.lazy import lazy_exports
 
 _NAMES = {
     "EnvParamError": "jaxrl_sys.envs.errors",
@@ -37,11 +36,4 @@ _NAMES = {
 __all__ = sorted(_NAMES)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _NAMES:
-        return getattr(importlib.import_module(_NAMES[name]), name)
-    raise AttributeError(f"module 'jaxrl_sys.envs' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_NAMES))
+__getattr__, __dir__ = lazy_exports(__name__, _NAMES)

@@ -24,15 +24,6 @@ from jaxrl_sys.agents.dqn.agent import (
 )
 from jaxrl_sys.agents.dqn.config import Config
 from jaxrl_sys.agents.dqn.host import host_config_problem, host_fns
-from jaxrl_sys.agents.families.q_learning import (
-    build_optimizer,
-    epsilon_at,
-    exploration_epsilons,
-    first_learning_iteration,
-    learner_steps,
-    learning_rate_schedule,
-    mean_epsilon,
-)
 from jaxrl_sys.agents.dqn.defaults import DEFAULT_ENV, PROMISES, TUNED, default_config
 from jaxrl_sys.agents.dqn.losses import (
     Batch,
@@ -59,15 +50,8 @@ __all__ = [
     'Batch',
     'Agent',
     'build_network',
-    'build_optimizer',
     'placement_problem',
-    'first_learning_iteration',
-    'learner_steps',
-    'learning_rate_schedule',
     'init',
-    'epsilon_at',
-    'exploration_epsilons',
-    'mean_epsilon',
     'act',
     'collect',
     'learn',

@@ -22,11 +22,6 @@ from jaxrl_sys.agents.r2d2.agent import (
     placement_problem,
     update,
 )
-from jaxrl_sys.agents.families.q_learning import (
-    build_optimizer,
-    first_learning_iteration,
-    learner_steps,
-)
 from jaxrl_sys.agents.r2d2.config import Config
 from jaxrl_sys.agents.r2d2.defaults import DEFAULT_ENV, PROMISES, TUNED, default_config
 from jaxrl_sys.agents.r2d2.losses import (
@@ -56,10 +51,7 @@ __all__ = [
     'Batch',
     'Agent',
     'build_network',
-    'build_optimizer',
     'placement_problem',
-    'first_learning_iteration',
-    'learner_steps',
     'init',
     'act',
     'collect',

@@ -37,31 +37,23 @@ The names below are imported from their modules on first use, so that `placement
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from jaxrl_sys.core.lazy import lazy_exports
 
 _PUBLIC = {
-    "HostEnv": "actors",
-    "HostLoopConfig": "actors",
-    "EpisodeTracker": "episodes",
-    "evaluate": "evaluation",
-    "initial_carry": "loop",
-    "train": "loop",
-    "HostLayout": "placement",
-    "HostPlacement": "placement",
-    "place_host": "placement",
-    "HostLoopError": "workers",
-    "describe_env_error": "workers",
+    "HostEnv": ".actors",
+    "HostLoopConfig": ".actors",
+    "EpisodeTracker": ".episodes",
+    "evaluate": ".evaluation",
+    "initial_carry": ".loop",
+    "train": ".loop",
+    "HostLayout": ".placement",
+    "HostPlacement": ".placement",
+    "place_host": ".placement",
+    "HostLoopError": ".workers",
+    "describe_env_error": ".workers",
 }
 
 __all__ = sorted(_PUBLIC)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _PUBLIC:
-        return getattr(importlib.import_module(f"{__name__}.{_PUBLIC[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_PUBLIC})
+__getattr__, __dir__ = lazy_exports(__name__, _PUBLIC)

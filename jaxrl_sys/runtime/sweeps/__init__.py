@@ -38,48 +38,40 @@ ranks members with them in a process that never computes.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from jaxrl_sys.core.lazy import lazy_exports
 
 _PUBLIC = {
-    "SweepError": "keys",
-    "SweepKey": "keys",
-    "expand": "keys",
-    "parse_sweep_key": "keys",
-    "available_bytes": "memory",
-    "check_memory": "memory",
-    "row_bytes": "memory",
-    "Group": "plan",
-    "Plan": "plan",
-    "check_spec": "plan",
-    "group_settings": "plan",
-    "plan_sweep": "plan",
-    "Halving": "population",
-    "MemberHistory": "population",
-    "Pbt": "population",
-    "SettingResult": "results",
-    "SweepOutcome": "results",
-    "describe_setting": "results",
-    "load_outcome": "results",
-    "save_outcome": "results",
-    "batching": "rows",
-    "group_runner": "rows",
-    "sweep": "run",
-    "SavedGroup": "saved",
-    "SavedSetting": "saved",
-    "open_groups": "saved",
-    "open_setting": "saved",
-    "traceable_keys": "trace",
+    "SweepError": ".keys",
+    "SweepKey": ".keys",
+    "expand": ".keys",
+    "parse_sweep_key": ".keys",
+    "available_bytes": ".memory",
+    "check_memory": ".memory",
+    "row_bytes": ".memory",
+    "Group": ".plan",
+    "Plan": ".plan",
+    "check_spec": ".plan",
+    "group_settings": ".plan",
+    "plan_sweep": ".plan",
+    "Halving": ".population",
+    "MemberHistory": ".population",
+    "Pbt": ".population",
+    "SettingResult": ".results",
+    "SweepOutcome": ".results",
+    "describe_setting": ".results",
+    "load_outcome": ".results",
+    "save_outcome": ".results",
+    "batching": ".rows",
+    "group_runner": ".rows",
+    "sweep": ".run",
+    "SavedGroup": ".saved",
+    "SavedSetting": ".saved",
+    "open_groups": ".saved",
+    "open_setting": ".saved",
+    "traceable_keys": ".trace",
 }
 
 __all__ = sorted(_PUBLIC)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _PUBLIC:
-        return getattr(importlib.import_module(f"{__name__}.{_PUBLIC[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_PUBLIC})
+__getattr__, __dir__ = lazy_exports(__name__, _PUBLIC)
