@@ -69,6 +69,9 @@ class Config(RolloutBudget):
     # gumbel only: 0 rescales each node's Q-values by their min and max (mctx's default);
     # > 0 divides them by this fixed range instead, which stays well defined with 2 actions
     q_range: float = 0.0
+    # gumbel only: the weight of the (rescaled) completed Q against the prior logits in the
+    # root's choice and the policy target, per visit (Gumbel MuZero's c_scale; mctx's 0.1)
+    value_scale: float = 0.1
     dirichlet_alpha: float = 0.25  # muzero search only
     dirichlet_fraction: float = 0.25  # muzero search only
     # acting temperature (gumbel noise scale for gumbel search, visit-count temperature for
@@ -141,8 +144,8 @@ class Config(RolloutBudget):
         if self.buffer_size < self.num_envs * self.sequence_length:
             raise ConfigError(f"buffer_size={self.buffer_size} must hold at least "
                               f"unroll_steps + n_step steps of every env")
-        check_positive(self, "learning_rate", "max_grad_norm", "value_max", "reward_max",
-                       "dirichlet_alpha", "value_loss_weight", "rule_loss_weight")
+        check_positive(self, "value_scale", "learning_rate", "max_grad_norm", "value_max",
+                       "reward_max", "dirichlet_alpha", "value_loss_weight", "rule_loss_weight")
         check_unit_interval(self, "gamma", "final_lr_fraction", "dynamics_grad_scale",
                             "dirichlet_fraction", "priority_alpha", "priority_beta_start",
                             "reanalyse_fraction")

@@ -142,13 +142,14 @@ def bind_recurrent_fn(env: Env, network: MuZeroNetwork, config: Config, value_su
                              reward_support=reward_support, discount=discount)
 
 
-def gumbel_qtransform(q_range: float) -> Callable[..., jax.Array]:
-    """Gumbel search's Q transform: min-max rescaled per node (q_range 0, mctx's default), or
-    divided by the fixed range `q_range`, which stays well defined with 2 actions."""
+def gumbel_qtransform(q_range: float, value_scale: float = 0.1) -> Callable[..., jax.Array]:
+    """Gumbel search's Q transform: completed Q min-max rescaled per node (q_range 0, mctx's
+    default), or divided by the fixed range `q_range`, which stays well defined with 2
+    actions; then scaled by (50 + the most visits) * `value_scale` (the paper's c_scale)."""
     if q_range > 0:
         return functools.partial(mctx.qtransform_completed_by_mix_value, rescale_values=False,
-                                 value_scale=0.1 / q_range)
-    return mctx.qtransform_completed_by_mix_value
+                                 value_scale=value_scale / q_range)
+    return functools.partial(mctx.qtransform_completed_by_mix_value, value_scale=value_scale)
 
 
 def run_search(params, obs: jax.Array, legal: jax.Array, key: jax.Array,
@@ -180,7 +181,7 @@ def run_search(params, obs: jax.Array, legal: jax.Array, key: jax.Array,
             invalid_actions=invalid,
             max_num_considered_actions=min(config.max_considered_actions, legal.shape[-1]),
             gumbel_scale=0.0 if greedy else temperature,
-            qtransform=gumbel_qtransform(config.q_range),
+            qtransform=gumbel_qtransform(config.q_range, config.value_scale),
         )
     else:
         out = mctx.muzero_policy(
