@@ -146,8 +146,9 @@ def train(
     """Run chunks `start_chunk .. num_chunks-1` for all `seeds`, from `carry` if given (a
     restored run) or a fresh `runner.init(seeds)`.
 
-    `on_chunk(summary, train_seconds_so_far)` is called for every chunk in order; returning
-    True stops training early. `on_checkpoint(chunk, carry)` is called after every
+    `on_chunk(summary, train_seconds_so_far)` is called for every chunk in order, with the sum
+    of this call's chunk `seconds` so far (training only: no compilation, no checkpoints, no
+    chunks run before a resume); returning True stops training early. `on_checkpoint(chunk, carry)` is called after every
     `checkpoint_every`-th chunk and after the last one, once that chunk has passed the
     non-finite check (`check`: `NonFiniteError` stops the run before a bad state is saved; a
     sweep, whose diverging settings are results, passes one that lets them go on).
@@ -167,16 +168,18 @@ def train(
     history: list[ChunkSummary] = []
     train_start = time.perf_counter()
     last_end = train_start  # when the previous chunk ended
+    trained = 0.0  # the chunks' own seconds so far
 
     def handle(chunk: int, metrics: dict, dispatched: float, clock: DoneClock) -> bool:
-        nonlocal last_end
+        nonlocal last_end, trained
         summary = summarize(chunk, runner.iters_per_chunk, metrics)
         end = clock.done_at()
         summary.seconds, summary.done_at = end - max(dispatched, last_end), end
         last_end = end
+        trained += summary.seconds
         check(summary)
         history.append(summary)
-        return on_chunk is not None and on_chunk(summary, time.perf_counter() - train_start)
+        return on_chunk is not None and on_chunk(summary, trained)
 
     pending = None
     stop = False
