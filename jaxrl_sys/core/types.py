@@ -203,7 +203,9 @@ class LearningPromise:
     `eval_every`-th chunk; 0 judges the mean return of the training episodes of each chunk.
     `overrides` ((field, value) pairs) go on top of the shipped defaults; empty means none.
     `test_seeds`: seeds 0..n-1 that tests/test_learning.py trains it on; 0 where a test of its
-    own trains it (a slow case: the host loop, MuZero), which `note` names.
+    own trains it (a slow case: the host loop, MuZero), or where the suite leaves it to
+    `jaxrl-check-learning` (a further env on a code path that another of the agent's promises
+    already trains in the suite); `note` names that test or the results file.
     """
 
     env: str
