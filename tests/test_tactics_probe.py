@@ -1,0 +1,50 @@
+"""benchmarks/tactics.py: its classification of positions, checked on hand-built connect-four
+positions (a win in one, a forced block)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl_sys import envs
+
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "tactics.py"
+spec = importlib.util.spec_from_file_location("tactics_script", SCRIPT)
+tactics = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = tactics
+spec.loader.exec_module(tactics)
+
+
+@pytest.fixture(scope="module")
+def env():
+    return envs.make("pgx:connect_four")
+
+
+def position(env, moves):
+    """The game state after `moves` (columns) from a fresh game."""
+    def play(state, move):
+        return env.step(jax.random.PRNGKey(1), state, move)[1], None
+
+    _, state = env.reset(jax.random.PRNGKey(0))
+    return jax.jit(lambda s, m: jax.lax.scan(play, s, m)[0])(state, jnp.asarray(moves))
+
+
+def test_a_win_in_one_and_a_forced_block_are_classified(env):
+    # opener: columns 0,0,0; answerer: 1,1,1 -- the opener wins at once in column 0 only,
+    # and any other move lets the answerer win in column 1
+    win = position(env, (0, 1, 0, 1, 0, 1))
+    # opener: 0,0,0; answerer: 1,1 -- the answerer must play column 0
+    block = position(env, (0, 1, 0, 1, 0))
+    states = jax.tree.map(lambda *x: jnp.stack(x), win, block)
+    winning, safe = map(np.asarray, jax.jit(lambda s: tactics.classify(env, s, 7))(states))
+    assert winning[0].tolist() == [True] + [False] * 6
+    assert not winning[1].any()
+    assert safe[1].tolist() == [True] + [False] * 6
+    assert safe[0][0] and not safe[0][2:].any()  # the win is safe; 2..6 let column 1 win
+
