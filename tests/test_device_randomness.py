@@ -12,6 +12,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax.sharding import PartitionSpec as P
 
 from jaxrl_sys import envs
@@ -22,16 +23,14 @@ DEVICES = 2
 LOCAL_ENVS = 4
 
 
-def run_identical_shards(agent, steps: int, own_ids: bool = False):
+def run_identical_shards(agent, steps: int, own_ids: tuple[bool, ...] = (False,)):
     """`steps` train steps on 2 devices whose env shards start identical; leaves [2, ...].
-    `own_ids`: each shard then carries its own global env ids (and nothing else differs)."""
+    `own_ids`: one run per entry, True where each shard then carries its own global env ids
+    (and nothing else differs); the runs share one compiled program."""
     state = agent.init(jax.random.PRNGKey(0))
     ids = jnp.arange(LOCAL_ENVS, dtype=jnp.int32)
     shard = agent.init_envs(jax.random.PRNGKey(1), ids)
     env_state = jax.tree.map(lambda x: jnp.concatenate([x] * DEVICES), shard)
-    if own_ids:
-        env_state = env_state.replace(envs=env_state.envs.replace(
-            env_ids=jnp.arange(DEVICES * LOCAL_ENVS, dtype=jnp.int32)))
 
     def body(state, env_state, key):
         def one_step(carry, step_key):
@@ -41,10 +40,18 @@ def run_identical_shards(agent, steps: int, own_ids: bool = False):
         (_, env_state), _ = jax.lax.scan(one_step, (state, env_state), jax.random.split(key, steps))
         return env_state
 
-    mapped = jax.shard_map(body, mesh=make_mesh(DEVICES), in_specs=(P(), P(DEVICE_AXIS), P()),
-                           out_specs=P(DEVICE_AXIS), check_vma=False)
-    out = jax.device_get(jax.jit(mapped)(state, env_state, jax.random.PRNGKey(2)))
-    return jax.tree.map(lambda x: x.reshape(DEVICES, LOCAL_ENVS, *x.shape[1:]), out)
+    mapped = jax.jit(jax.shard_map(body, mesh=make_mesh(DEVICES),
+                                   in_specs=(P(), P(DEVICE_AXIS), P()),
+                                   out_specs=P(DEVICE_AXIS), check_vma=False))
+    outs = []
+    for own in own_ids:
+        start = env_state
+        if own:
+            start = env_state.replace(envs=env_state.envs.replace(
+                env_ids=jnp.arange(DEVICES * LOCAL_ENVS, dtype=jnp.int32)))
+        out = jax.device_get(mapped(state, start, jax.random.PRNGKey(2)))
+        outs.append(jax.tree.map(lambda x: x.reshape(DEVICES, LOCAL_ENVS, *x.shape[1:]), out))
+    return outs if len(own_ids) > 1 else outs[0]
 
 
 def muzero_agent(temperature: float):
@@ -57,18 +64,25 @@ def muzero_agent(temperature: float):
     return muzero.make(envs.make("CartPole-v1"), config)
 
 
-def test_muzero_search_noise_follows_the_env_id_not_the_device():
-    agent = muzero_agent(temperature=1.0)
-    same_ids = run_identical_shards(agent, steps=8).replay.replay.data["action"][:, :, :8]
+@pytest.fixture(scope="module")
+def muzero_runs():
+    """MuZero with search noise (temperature 1) on identical shards: with the same env ids,
+    then with each shard's own ids (one compiled program for both)."""
+    same_ids, own_ids = run_identical_shards(muzero_agent(temperature=1.0), steps=8,
+                                             own_ids=(False, True))
+    return same_ids, own_ids
+
+
+def test_muzero_search_noise_follows_the_env_id_not_the_device(muzero_runs):
+    same_ids, own_ids = (run.replay.replay.data["action"][:, :, :8] for run in muzero_runs)
     np.testing.assert_array_equal(same_ids[0], same_ids[1])
-    own_ids = run_identical_shards(agent, steps=8, own_ids=True).replay.replay.data
-    actions = own_ids["action"][:, :, :8]
-    assert not np.array_equal(actions[0], actions[1])
+    assert not np.array_equal(own_ids[0], own_ids[1])
 
 
-def test_muzero_replay_samples_differ_between_devices():
-    # no search noise: both shards act alike and hold the same data; only sampling differs
-    out = run_identical_shards(muzero_agent(temperature=0.0), steps=8).replay
+def test_muzero_replay_samples_differ_between_devices(muzero_runs):
+    # the same env ids: both shards search alike (the noise follows the env id, not the
+    # device) and hold the same data; only sampling differs
+    out = muzero_runs[0].replay
     np.testing.assert_array_equal(out.replay.data["action"][0], out.replay.data["action"][1])
     assert not np.array_equal(out.tree[0], out.tree[1])
 
