@@ -1,6 +1,6 @@
 """jaxrl-benchmark (scripts/benchmark.py) and jaxrl_sys/tools/benchmark.py: references,
 planning, bad input, saved rows kept, the docs results page generated from the saved rows (and
-the committed one up to date), and the quick classic suite learning on two envs."""
+the committed one up to date), and the quick classic suite learning CartPole."""
 
 import json
 import math
@@ -163,19 +163,26 @@ def test_committed_results_page_is_what_the_command_generates_from_results():
 
 @pytest.mark.slow
 @pytest.mark.learning
-def test_quick_classic_suite_writes_its_report_and_learns_cartpole_and_pendulum(tmp_path):
+def test_quick_classic_suite_writes_its_report_and_learns_cartpole(tmp_path, capsys):
+    """One env of the suite (`--envs`): the report's path is the same for one row as for
+    seven, and SAC, which refuses CartPole, is left out with a line. The learning of the
+    suite's other pairs at their full budgets is tests/test_learning.py's (ppo:Pendulum-v1,
+    sac:Pendulum-v1, ...), at stricter thresholds."""
     code = benchmark_script.main(["--suite", "classic", "--quick", "--seeds", "2",
-                                  "--agents", "ppo,sac", "--out-dir", str(tmp_path),
-                                  "--no-progress"])
+                                  "--agents", "ppo,sac", "--envs", "CartPole-v1",
+                                  "--out-dir", str(tmp_path), "--no-progress"])
     assert code == 0
+    out, err = capsys.readouterr()
+    assert "left out: sac on CartPole-v1" in err
     for suffix in ("json", "md", "png"):
         assert (tmp_path / f"classic_quick.{suffix}").is_file()
     rows = {(r.agent, r.env): r for r in bm.load_rows(tmp_path / "classic_quick.json")}
-    assert len(rows) == 7  # ppo on the 5 envs, sac on the 2 continuous ones
-    cartpole, pendulum = rows["ppo", "CartPole-v1"].final, rows["sac", "Pendulum-v1"].final
-    print(f"quick suite: ppo CartPole {cartpole}, sac Pendulum {pendulum}")
+    assert list(rows) == [("ppo", "CartPole-v1")]
+    assert "| CartPole-v1 | ppo |" in (tmp_path / "classic_quick.md").read_text() and \
+        "| CartPole-v1 | ppo |" in out
+    cartpole = rows["ppo", "CartPole-v1"].final
+    print(f"quick suite: ppo CartPole {cartpole}")
     assert np.mean(cartpole) >= 300  # a random policy: ~22
-    assert np.mean(pendulum) >= -400  # a random policy: ~-1200
 
 
 def test_the_default_agents_are_the_registry(capsys):
