@@ -79,7 +79,29 @@ def alphazero(env, **overrides):
     """The shipped pgx AlphaZero agent (`model=env`), with `overrides`, untrained."""
     config = dataclasses.replace(muzero.default_config(GAME), model="env", **overrides)
     agent = muzero.make(env, config, axis_name=None)
-    return agent, agent.init(jax.random.PRNGKey(0))
+    return agent, jax.jit(agent.init)(jax.random.PRNGKey(0))
+
+
+@pytest.fixture(scope="module")
+def shipped(env):
+    """`alphazero(env)` with no overrides, shared by the search tests (so are its compiled
+    searches)."""
+    return alphazero(env)
+
+
+@pytest.fixture(scope="module")
+def greedy_search(env, shipped):
+    """The shipped agent's greedy search from positions (`agent.search`, key 0), compiled
+    once: search(params, positions [B]) -> SearchOutput."""
+    agent, _ = shipped
+
+    @jax.jit
+    def search(params, positions):
+        obs = jax.vmap(observation)(positions)
+        return agent.search(params, obs, legal_actions(env, positions),
+                            jax.random.PRNGKey(0), 1.0, True, positions)
+
+    return search
 
 
 # Hand-built positions. Columns are actions 0..6; the opener ("A") plays first.
@@ -143,22 +165,33 @@ def test_a_two_ply_game_through_the_target_code():
     np.testing.assert_allclose(z_search[0, :2], [-1.0, 1.0])
 
 
+_COLLECTORS: dict = {}  # (id(env), steps, num_envs) -> the agent and its compiled collection
+
+
 def collect_games(env, steps, num_envs=4, seed=0):
     """Real self-play collection (`agent.collect`, untrained AlphaZero, 4 simulations) for
-    `steps` iterations of `num_envs` envs; returns the agent and the replay rows."""
-    agent, state = alphazero(env, num_simulations=4, num_envs=num_envs)
-    env_state = muzero_agent.init_env_state(jax.random.PRNGKey(seed), jnp.arange(num_envs),
-                                            env=env, capacity=steps)
+    `steps` iterations of `num_envs` envs; returns the agent and the replay rows. One
+    compiled program per env, `steps` and `num_envs` (the seed is an argument)."""
+    cache_key = (id(env), steps, num_envs)
+    if cache_key not in _COLLECTORS:
+        agent, state = alphazero(env, num_simulations=4, num_envs=num_envs)
 
-    def body(env_state, key):
-        env_state, _ = muzero_agent.collect(state, env_state, key, env=env,
-                                            config=agent.config, search=agent.search,
-                                            axis_name=None)
-        return env_state, None
+        def run(state, init_key, key):
+            env_state = muzero_agent.init_env_state(init_key, jnp.arange(num_envs), env=env,
+                                                    capacity=steps)
 
-    env_state, _ = jax.jit(lambda e, k: jax.lax.scan(body, e, jax.random.split(k, steps)))(
-        env_state, jax.random.PRNGKey(seed + 1))
-    return agent, state, env_state.replay
+            def body(env_state, key):
+                env_state, _ = muzero_agent.collect(state, env_state, key, env=env,
+                                                    config=agent.config, search=agent.search,
+                                                    axis_name=None)
+                return env_state, None
+
+            env_state, _ = jax.lax.scan(body, env_state, jax.random.split(key, steps))
+            return env_state.replay
+
+        _COLLECTORS[cache_key] = (env, agent, state, jax.jit(run))
+    _, agent, state, run = _COLLECTORS[cache_key]
+    return agent, state, run(state, jax.random.PRNGKey(seed), jax.random.PRNGKey(seed + 1))
 
 
 def test_replay_rows_align_observation_with_its_own_ply(env):
@@ -251,76 +284,88 @@ def test_value_targets_of_a_finished_game_are_its_result_for_each_ply(env):
 # ------------------------------------------------------------------------ the search
 
 
-def test_mctx_backs_up_values_with_discount_minus_one(env, step_fn):
+def test_mctx_backs_up_values_with_discount_minus_one(env, step_fn, shipped):
     """The env model's tree step: reward of the mover, discount -1 for a move that does not
     end the game, 0 (and value 0) for one that does; a child's Q is r - v(child) with v the
     value for the side to move there."""
-    agent, state = alphazero(env)
+    agent, state = shipped
+    tree_step = jax.jit(agent.recurrent_fn)
     _, before_win, _, _ = play_moves(env, step_fn, WIN_IN_ONE)
     node = muzero.TreeNode.root(stack([before_win, before_win]), 2)
-    out, child = agent.recurrent_fn(state.params, jax.random.PRNGKey(0),
-                                    jnp.array([0, 6], jnp.int32), node)
+    out, child = tree_step(state.params, jax.random.PRNGKey(0), jnp.array([0, 6], jnp.int32),
+                           node)
     np.testing.assert_allclose(np.asarray(out.reward), [1.0, 0.0])
     np.testing.assert_allclose(np.asarray(out.discount), [0.0, -1.0])
     assert float(out.value[0]) == 0.0 and np.asarray(child.ended).tolist() == [True, False]
     # below the end: no reward, discount 1, the end value kept (revisits change nothing)
-    out2, _ = agent.recurrent_fn(state.params, jax.random.PRNGKey(1),
-                                 jnp.array([3, 3], jnp.int32), child)
+    out2, _ = tree_step(state.params, jax.random.PRNGKey(1), jnp.array([3, 3], jnp.int32),
+                        child)
     assert float(out2.reward[0]) == 0.0 and float(out2.discount[0]) == 1.0
     assert float(out2.value[0]) == 0.0
 
 
+_SEARCHES: dict = {}  # (id(agent), simulations) -> the compiled search of `search_tree`
+
+
 def search_tree(agent, state, env, positions, simulations, key=0):
-    """mctx's Gumbel search as `run_search` runs it (greedy), returning the whole tree."""
-    env_state = stack(positions)
-    obs = jax.vmap(observation)(env_state)
-    legal = legal_actions(env, env_state)
-    latent = agent.network.apply(state.params, obs, method=muzero.MuZeroNetwork.represent)
-    logits, value, _ = muzero.predict_scalar(agent.network, muzero.supports(agent.config)[0],
-                                             state.params, latent)
-    root = mctx.RootFnOutput(prior_logits=logits, value=value,
-                             embedding=muzero.TreeNode.root(env_state, len(positions)))
-    return mctx.gumbel_muzero_policy(
-        state.params, jax.random.PRNGKey(key), root, agent.recurrent_fn, simulations,
-        invalid_actions=~legal, max_num_considered_actions=7, gumbel_scale=0.0,
-        qtransform=muzero.gumbel_qtransform(agent.config.q_range, agent.config.value_scale))
+    """mctx's Gumbel search as `run_search` runs it (greedy), returning the whole tree;
+    compiled once per agent and number of simulations."""
+    cache_key = (id(agent), simulations)
+    if cache_key not in _SEARCHES:
+        def search(params, env_state, key):
+            obs = jax.vmap(observation)(env_state)
+            legal = legal_actions(env, env_state)
+            latent = agent.network.apply(params, obs, method=muzero.MuZeroNetwork.represent)
+            logits, value, _ = muzero.predict_scalar(
+                agent.network, muzero.supports(agent.config)[0], params, latent)
+            root = mctx.RootFnOutput(prior_logits=logits, value=value,
+                                     embedding=muzero.TreeNode.root(env_state, obs.shape[0]))
+            return mctx.gumbel_muzero_policy(
+                params, key, root, agent.recurrent_fn, simulations,
+                invalid_actions=~legal, max_num_considered_actions=7, gumbel_scale=0.0,
+                qtransform=muzero.gumbel_qtransform(agent.config.q_range,
+                                                    agent.config.value_scale))
+
+        _SEARCHES[cache_key] = (agent, jax.jit(search))  # the agent kept alive with its id
+    return _SEARCHES[cache_key][1](state.params, stack(positions), jax.random.PRNGKey(key))
 
 
-def test_search_takes_a_win_in_one_and_values_it_plus_one(env, step_fn):
+def test_search_takes_a_win_in_one_and_values_it_plus_one(env, step_fn, shipped,
+                                                           greedy_search):
     """An untrained net: the tree alone proves the win (Q = +1) and greedy search plays it,
     at the shipped number of simulations; the policy target puts most weight on it."""
-    agent, state = alphazero(env)
+    agent, state = shipped
     _, position, _, _ = play_moves(env, step_fn, WIN_IN_ONE)
-    obs = observation(position)
-    legal = legal_actions(env, stack([position]))
-    out = agent.search(state.params, obs[None], legal,
-                       jax.random.PRNGKey(0), 1.0, True, stack([position]))
+    out = greedy_search(state.params, stack([position]))
     assert int(out.action[0]) == 0
     assert float(out.policy[0, 0]) > 0.5
     tree = search_tree(agent, state, env, [position], agent.config.num_simulations).search_tree
     assert float(tree.qvalues(jnp.array([0]))[0, 0]) == 1.0
 
 
-def test_search_blocks_a_forced_loss(env, step_fn):
+DEEP = 256  # simulations enough to look two plies deep
+
+
+def test_search_blocks_a_forced_loss(env, step_fn, shipped):
     """B to move, A threatens four in column 0: every move but 0 loses at the next ply. With
     an untrained net and enough simulations to look two plies deep, the search blocks, and
     the Q of the losing moves is below the block's."""
-    agent, state = alphazero(env)
+    agent, state = shipped
     _, position, _, _ = play_moves(env, step_fn, FORCED_BLOCK)
-    out = search_tree(agent, state, env, [position], 256)
+    out = search_tree(agent, state, env, [position], DEEP)
     q = np.asarray(out.search_tree.qvalues(jnp.array([0]))[0])
     assert int(out.action[0]) == 0, q
     assert q[0] > q[1:].max()
 
 
-def test_illegal_moves_get_no_prior_and_no_visit_at_any_node(env, step_fn):
+def test_illegal_moves_get_no_prior_and_no_visit_at_any_node(env, step_fn, shipped):
     """Column 0 full (it stays full below the root): neither the root nor any interior node
     that is not past a game end visits it, and the policy target gives it 0."""
-    agent, state = alphazero(env)
+    agent, state = shipped
     moves = (0, 0, 0, 0, 0, 0, 1)  # column 0 full, no four in a row
     _, position, _, ended = play_moves(env, step_fn, moves)
     assert not any(ended)
-    out = search_tree(agent, state, env, [position], 128)
+    out = search_tree(agent, state, env, [position], DEEP)  # the block test's program
     tree = out.search_tree
     assert float(out.action_weights[0, 0]) == 0.0 and int(out.action[0]) != 0
     expanded = np.asarray(tree.node_visits[0]) > 0
@@ -330,11 +375,12 @@ def test_illegal_moves_get_no_prior_and_no_visit_at_any_node(env, step_fn):
     assert np.all(np.asarray(tree.children_prior_logits[0])[live, 0] <= muzero.NO_PRIOR / 2)
 
 
-def test_policy_target_is_gumbels_improved_policy_and_self_play_temperature(env, step_fn):
+def test_policy_target_is_gumbels_improved_policy_and_self_play_temperature(env, step_fn,
+                                                                            shipped):
     """The stored policy is mctx's improved policy softmax(prior logits + sigma(completed Q))
     (no noise in it), over legal moves; self-play acts with the config's temperature (the
     gumbel scale), evaluation greedily (the same move whatever the key)."""
-    agent, state = alphazero(env)
+    agent, state = shipped
     _, position, _, _ = play_moves(env, step_fn, FORCED_BLOCK)
     out = search_tree(agent, state, env, [position], agent.config.num_simulations)
     tree = out.search_tree
@@ -352,8 +398,10 @@ def test_policy_target_is_gumbels_improved_policy_and_self_play_temperature(env,
         assert float(muzero.temperature_at(config, jnp.float32(progress))) == \
             config.temperatures[0]
     obs = observation(position)[None]
-    actions = {int(agent.act(state.params, obs, jax.random.PRNGKey(k),
-                             greedy=True, env_state=stack([position]))[0]) for k in range(4)}
+    act = jax.jit(lambda params, obs, key, positions: agent.act(
+        params, obs, key, greedy=True, env_state=positions))
+    actions = {int(act(state.params, obs, jax.random.PRNGKey(k), stack([position]))[0])
+               for k in range(4)}
     assert len(actions) == 1
 
 
@@ -410,19 +458,17 @@ def test_pgx_replay_reuse_is_bounded():
     assert config.priority_alpha == 0.0
 
 
-def test_a_proven_win_beats_a_confident_prior(env, step_fn):
+def test_a_proven_win_beats_a_confident_prior(env, step_fn, shipped, greedy_search):
     """A win in one (Q = +1, proven by the tree) against a prior 10 logits surer of another
     move: the shipped search at its own simulations plays the win, and its policy target
     moves weight onto it. With mctx's default value scale (0.1) Gumbel's bonus for the win is
     (50 + visits) x 0.05 logits, about 3, and the prior wins: the trained net's greedy search
     missed half the wins in one after 2M steps (issue 50, docs/notes/muzero.md)."""
-    agent, state = alphazero(env)
+    agent, state = shipped
     head = state.params["params"]["policy_head"]["Dense_0"]
     confident = {"params": {**state.params["params"], "policy_head": {"Dense_0": {
         **head, "bias": head["bias"].at[3].add(10.0)}}}}
     _, position, _, _ = play_moves(env, step_fn, WIN_IN_ONE)
-    obs, positions = observation(position)[None], stack([position])
-    legal = legal_actions(env, positions)
-    out = agent.search(confident, obs, legal, jax.random.PRNGKey(0), 1.0, True, positions)
+    out = greedy_search(confident, stack([position]))  # the win test's program
     assert int(out.action[0]) == 0
     assert float(out.policy[0, 0]) > 0.5
