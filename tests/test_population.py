@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -195,23 +196,28 @@ def test_halving_keeps_the_best_and_gives_them_the_steps_of_the_rest(tmp_path, m
 
 @pytest.mark.slow
 def test_a_pbt_run_killed_between_two_exploit_steps_resumes_exactly(tmp_path):
-    common = [sys.executable, str(TRAIN), "--agent", "ppo",
-              "--env", "CartPole-v1", "--total-steps", str(9 * 8192), "--chunks", "9",
-              "--checkpoint-every", "1", "--eval-episodes", "0", "--no-progress",
-              "--sweep", "learning_rate=log:1e-4:1e-2", "--samples", "4", "--pbt",
-              "--pbt-interval", "3"]
-    full = subprocess.run([*common, "--run-root", str(tmp_path / "full")], capture_output=True,
-                          text=True, timeout=600)
-    assert full.returncode == 0, full.stderr[-2000:]
+    """Killed with SIGKILL and resumed in a process of its own; the same sweep uninterrupted
+    runs first in this process (train.py's `main`), and the two processes load what it compiled.
+    A chunk is one PPO iteration (32 envs x 32 steps) of every member."""
+    flags = ["--agent", "ppo", "--env", "CartPole-v1", "--total-steps", str(9 * 1024),
+             "--chunks", "9", "--checkpoint-every", "1", "--eval-episodes", "0", "--no-progress",
+             "--sweep", "learning_rate=log:1e-4:1e-2", "--samples", "4", "--pbt",
+             "--pbt-interval", "3"]
+    common = [sys.executable, str(TRAIN), *flags]
+    # the scripts see this process's CPU devices: the same compilation-cache entries
+    script_env = {**os.environ, "JAX_NUM_CPU_DEVICES": str(jax.device_count())}
+    assert train_script.main([*flags, "--run-root", str(tmp_path / "full")]) == 0
 
     killed_root = tmp_path / "killed"
-    proc = subprocess.Popen([*common, "--run-root", str(killed_root)],
+    proc = subprocess.Popen([*common, "--run-root", str(killed_root)], env=script_env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300  # kill once the checkpoint after chunk 4 is finished
-    while not list(killed_root.glob("*/group-0/checkpoints/3")):
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()[-2000:]
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
+    try:
+        while not list(killed_root.glob("*/group-0/checkpoints/3")):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()[-2000:]
+            time.sleep(0.02)
+    finally:
+        proc.send_signal(signal.SIGKILL)  # when the wait fails too: no process left running
     proc.communicate(timeout=60)
     (run_dir,) = killed_root.iterdir()
     checkpointer = Checkpointer(run_dir / "group-0", create=False)
@@ -224,7 +230,7 @@ def test_a_pbt_run_killed_between_two_exploit_steps_resumes_exactly(tmp_path):
 
     resumed = subprocess.run([sys.executable, str(TRAIN), "--resume",
                               str(run_dir), "--no-progress"], capture_output=True, text=True,
-                             timeout=600)
+                             timeout=600, env=script_env)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert f"resuming after chunk {killed_at}" in resumed.stderr
 
