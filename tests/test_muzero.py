@@ -131,18 +131,23 @@ def test_replay_stores_the_acting_search_root_value():
     config = dataclasses.replace(muzero.default_config("CartPole-v1"), num_envs=8,
                                  num_simulations=4, value_bootstrap="search")
     agent = muzero.make(env, config, axis_name=None)
-    state = agent.init(jax.random.PRNGKey(0))
     ids = jnp.arange(config.num_envs)
-    env_state = muzero_agent.init_env_state(jax.random.PRNGKey(1), ids, env=env,
-                                            capacity=config.buffer_size // config.num_envs)
-    key = jax.random.PRNGKey(2)
-    after, _ = muzero_agent.collect(state, env_state, key, env=env, config=config,
-                                    search=agent.search, axis_name=None)
-    search_key = jax.random.split(key, 3)[0]
-    vstate = env_state.envs
-    expected = muzero.search_rows(agent.search, state.params, vstate.obs,
-                                  legal_actions(env, vstate.env_state),
-                                  per_env_keys(search_key, ids), config.temperatures[0])
+
+    def collect_and_search(key):
+        """One collection step, and the search it runs repeated by hand (one program)."""
+        state = agent.init(jax.random.PRNGKey(0))
+        env_state = muzero_agent.init_env_state(jax.random.PRNGKey(1), ids, env=env,
+                                                capacity=config.buffer_size // config.num_envs)
+        after, _ = muzero_agent.collect(state, env_state, key, env=env, config=config,
+                                        search=agent.search, axis_name=None)
+        search_key = jax.random.split(key, 3)[0]
+        vstate = env_state.envs
+        expected = muzero.search_rows(agent.search, state.params, vstate.obs,
+                                      legal_actions(env, vstate.env_state),
+                                      per_env_keys(search_key, ids), config.temperatures[0])
+        return after, expected
+
+    after, expected = jax.jit(collect_and_search)(jax.random.PRNGKey(2))
     stored = after.replay.replay.data["root_value"][:, 0]
     np.testing.assert_allclose(np.asarray(stored), np.asarray(expected.value), rtol=1e-6)
     assert np.abs(np.asarray(stored)).max() > 0
@@ -198,9 +203,11 @@ def test_one_update_on_eight_devices_equals_one_device():
                                  num_simulations=4)
     batch = random_batch(jax.random.PRNGKey(0), 64, config.sequence_length, 4, 2)
 
+    agent = muzero.make(env, config)
+    state = jax.jit(agent.init)(jax.random.PRNGKey(1))  # one compile, not op by op
+    initial = jax.device_get(state.params)
+
     def run(num_devices: int):
-        agent = muzero.make(env, config)
-        state = agent.init(jax.random.PRNGKey(1))
         mapped = jax.shard_map(
             lambda s, b: agent.update(s, b, jax.random.PRNGKey(2))[:2], mesh=make_mesh(num_devices),
             in_specs=(P(), P(DEVICE_AXIS)), out_specs=P(), check_vma=False,
@@ -211,7 +218,6 @@ def test_one_update_on_eight_devices_equals_one_device():
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5),
                  state_8.params, state_1.params)
     np.testing.assert_allclose(metrics_8["loss"], metrics_1["loss"], rtol=1e-5)
-    initial = muzero.make(env, config).init(jax.random.PRNGKey(1)).params
     moved = jax.tree.map(lambda a, b: np.abs(a - b).max(), state_1.params, initial)
     assert max(jax.tree.leaves(moved)) > 1e-4
 
@@ -226,8 +232,10 @@ def run_muzero_chunk(num_devices: int, iters: int, **overrides):
     agent = muzero.make(env, config)
     runner = place(*placement_fns(agent), num_envs=config.num_envs, num_devices=num_devices,
                    iters_per_chunk=iters)
-    carry, metrics = runner.run_chunk(runner.init(np.asarray([3])))
-    return jax.device_get(carry.agent_state.params), jax.device_get(metrics)
+    carry = runner.init(np.asarray([3]))
+    initial = jax.device_get(carry.agent_state.params)  # read before the chunk donates it
+    carry, metrics = runner.run_chunk(carry)
+    return initial, jax.device_get(carry.agent_state.params), jax.device_get(metrics)
 
 
 @pytest.mark.parametrize("overrides", [{}, {"priority_alpha": 0.5, "reanalyse_fraction": 0.25}])
@@ -238,13 +246,13 @@ def test_training_on_eight_devices_equals_one_device(overrides):
     prioritised replay the devices' priority masses differ, so only the first update is
     shared."""
     iters = 12 if not overrides else 4
-    params_1, metrics_1 = run_muzero_chunk(1, iters, **overrides)
-    params_8, metrics_8 = run_muzero_chunk(8, iters, **overrides)
+    params_0, params_1, metrics_1 = run_muzero_chunk(1, iters, **overrides)
+    _, params_8, metrics_8 = run_muzero_chunk(8, iters, **overrides)
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5),
                  params_8, params_1)
     np.testing.assert_allclose(metrics_8["loss"], metrics_1["loss"], rtol=1e-4)
     np.testing.assert_array_equal(metrics_8["episode_count"], metrics_1["episode_count"])
-    params_0, _ = run_muzero_chunk(1, 3, **overrides)  # before the first update
+    # the parameters before the chunk (the first update comes in its fourth iteration)
     moved = jax.tree.map(lambda a, b: np.abs(a - b).max(), params_1, params_0)
     assert max(jax.tree.leaves(moved)) > 1e-3
 
@@ -309,26 +317,27 @@ def test_alphazero_tree_ends_a_branch_at_the_step_bound():
     config = dataclasses.replace(muzero.default_config("pgx:tic_tac_toe"), model="env",
                                  hidden=(32,), num_simulations=48, search="muzero")
     agent = muzero.make(env, config, axis_name=None)
-    params = agent.init(jax.random.PRNGKey(0)).params
+    params = jax.jit(agent.init)(jax.random.PRNGKey(0)).params
     head = params["params"]["value_head"]["Dense_0"]
     params = {"params": {**params["params"],  # values far from 0, different per position
                          "value_head": {"Dense_0": {**head, "kernel": head["kernel"] * 300}}}}
     value_support, _ = muzero.supports(config)
     batch = 4
-    _, fresh = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(1), batch))
-    _, state, *_ = jax.vmap(env.step)(jax.random.split(jax.random.PRNGKey(2), batch), fresh,
-                                      jnp.arange(batch))  # one move made: one left
+    reset, env_step = jax.jit(jax.vmap(env.reset)), jax.jit(jax.vmap(env.step))
+    tree_step = jax.jit(agent.recurrent_fn)  # one compile for all the tree steps below
+    _, fresh = reset(jax.random.split(jax.random.PRNGKey(1), batch))
+    _, state, *_ = env_step(jax.random.split(jax.random.PRNGKey(2), batch), fresh,
+                            jnp.arange(batch))  # one move made: one left
     action, key = jnp.full(batch, 8), jax.random.PRNGKey(3)
-    out, child = jax.jit(agent.recurrent_fn)(params, key, action, muzero.TreeNode.root(state,
-                                                                                      batch))
-    _, _, _, _, truncated, info = jax.vmap(env.step)(jax.random.split(key, batch), state, action)
-    reached = muzero.observation_values(agent.network, value_support, params,
-                                        info["final_observation"])
+    out, child = tree_step(params, key, action, muzero.TreeNode.root(state, batch))
+    _, _, _, _, truncated, info = env_step(jax.random.split(key, batch), state, action)
+    reached = jax.jit(lambda p, o: muzero.observation_values(agent.network, value_support, p, o))(
+        params, info["final_observation"])
     assert np.all(np.asarray(truncated)) and np.all(np.asarray(child.ended))
     np.testing.assert_allclose(np.asarray(out.value), np.asarray(reached), rtol=1e-5)
     assert np.abs(np.asarray(reached)).min() > 0.05
     np.testing.assert_array_equal(np.asarray(out.discount), -config.gamma)
-    below, _ = jax.jit(agent.recurrent_fn)(params, key, action, child)
+    below, _ = tree_step(params, key, action, child)
     assert np.all(np.asarray(below.reward) == 0) and np.all(np.asarray(below.discount) == 1)
     np.testing.assert_array_equal(np.asarray(below.value), np.asarray(out.value))
 
@@ -346,8 +355,8 @@ def test_alphazero_tree_ends_a_branch_at_the_step_bound():
     for move in range(9):
         node = np.asarray(tree.children_index[:, 0, move])
         visited = (node >= 0) & np.asarray(legal[:, move])
-        step_out, _ = agent.recurrent_fn(params, jax.random.PRNGKey(0), jnp.full(batch, move),
-                                         muzero.TreeNode.root(state, batch))
+        step_out, _ = tree_step(params, jax.random.PRNGKey(0), jnp.full(batch, move),
+                                muzero.TreeNode.root(state, batch))
         values = np.asarray(tree.node_values)[np.arange(batch), np.maximum(node, 0)]
         np.testing.assert_allclose(values[visited], np.asarray(step_out.value)[visited],
                                    rtol=1e-5, atol=1e-6)
@@ -360,12 +369,13 @@ def test_image_observations_get_the_residual_conv_torso():
                                  res_blocks=1, latent_dim=16, hidden=(16,))
     agent = muzero.make(env, config, axis_name=None)
     assert agent.network.conv and len(env.spec.obs_shape) == 3
-    params = agent.init(jax.random.PRNGKey(0)).params
+    params = jax.jit(agent.init)(jax.random.PRNGKey(0)).params
     assert "torso" in params["params"] and any(
         "Conv" in name for name in params["params"]["torso"])
     obs = jax.random.bernoulli(jax.random.PRNGKey(1), 0.1, (4, *env.spec.obs_shape))
-    out = agent.search(params, obs.astype(jnp.float32), jnp.ones((4, env.spec.action_space.n),
-                                                                 bool), jax.random.PRNGKey(2))
+    out = jax.jit(agent.search)(params, obs.astype(jnp.float32),
+                                jnp.ones((4, env.spec.action_space.n), bool),
+                                jax.random.PRNGKey(2))
     assert out.action.shape == (4,) and np.allclose(np.asarray(out.policy).sum(-1), 1.0)
 
 
