@@ -78,8 +78,8 @@ def test_an_evaluation_opponent_is_chosen_by_name():
 
     perfect = envs.make_eval("TicTacToe-v0", against="perfect")
     assert perfect.spec.num_players == 2 and perfect.opponent_name == "perfect"
-    results, _ = evaluate(perfect, first_legal_move, None, jax.random.PRNGKey(1),
-                          jnp.arange(16))
+    results, _ = jax.jit(lambda k: evaluate(perfect, first_legal_move, None, k,
+                                            jnp.arange(16)))(jax.random.PRNGKey(1))
     assert np.all(np.asarray(results) <= 0) and np.any(np.asarray(results) < 0)
     assert envs.make_eval("pgx:connect_four", against="mcts:8").opponent_name == "mcts:8"
     assert envs.make_eval("TicTacToe-v0").spec.num_players == 1  # its own variant, as before
