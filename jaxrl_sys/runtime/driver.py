@@ -150,8 +150,9 @@ def train(
     of this call's chunk `seconds` so far (training only: no compilation, no checkpoints, no
     chunks run before a resume); returning True stops training early.
     `on_checkpoint(chunk, carry)` is called after every `checkpoint_every`-th chunk and after
-    the last one, once that chunk has passed the non-finite check (`check`: `NonFiniteError` stops the run before a bad state is saved; a
-    sweep, whose diverging settings are results, passes one that lets them go on).
+    the last one, once that chunk has passed the non-finite check (`check`: `NonFiniteError`
+    stops the run before a bad state is saved; a sweep, whose diverging settings are results,
+    passes one that lets them go on).
     `adapt(chunk, carry) -> carry` (population training) runs after every `adapt_every`-th
     chunk but the last, once that chunk's `on_chunk` has run, and before its checkpoint.
     Chunk c+1 is dispatched before chunk c's metrics are fetched, except where a checkpoint
