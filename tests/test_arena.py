@@ -63,6 +63,7 @@ def test_mcts_player_takes_a_win_and_blocks_a_loss(game):
         np.testing.assert_array_equal(actions, 2)
 
 
+@pytest.mark.slow
 def test_mcts_player_beats_random_play(game):
     r = results(game, arena.mcts_player(game, 32), arena.random_player, games=64)
     assert np.mean(r > 0) > 0.7 and np.mean(r < 0) < 0.1

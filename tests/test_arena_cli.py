@@ -40,6 +40,7 @@ def fake_run(tmp_path: Path, source: Path, env: str) -> Path:
     return run_dir
 
 
+@pytest.mark.slow
 def test_arena_prints_a_table_and_json_results(ttt_run, capsys):
     assert arena_script.main([str(ttt_run), "--opponent", "random", "--games", "20",
                               "--json"]) == 0
@@ -52,6 +53,7 @@ def test_arena_prints_a_table_and_json_results(ttt_run, capsys):
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["games"] == 4
 
 
+@pytest.mark.slow
 def test_bad_input_exits_2_with_one_line(ttt_run, tmp_path, capsys):
     connect_four = fake_run(tmp_path, ttt_run, "pgx:connect_four")
     cartpole = fake_run(tmp_path, ttt_run, "CartPole-v1")
@@ -72,6 +74,7 @@ def test_bad_input_exits_2_with_one_line(ttt_run, tmp_path, capsys):
         assert len(err) == 1 and expected in err[0], (args, err)
 
 
+@pytest.mark.slow
 def test_simulations_sets_the_agents_search_budget(ttt_run, capsys):
     saved = arena_script.open_game_run(str(ttt_run))
     assert saved.agent.config.num_simulations == 4

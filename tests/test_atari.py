@@ -102,6 +102,7 @@ def test_gymnasium_workers_report_lost_lives_and_whole_games():
         vector.close()
 
 
+@pytest.mark.slow
 def test_nature_torso_scales_frames_and_is_shared_by_both_heads():
     frames = np.random.default_rng(0).integers(0, 256, (2, 4, 84, 84)).astype(np.uint8)
     torso = NatureCNN()
@@ -133,6 +134,7 @@ def test_atari_defaults_are_found_by_family(name, torso):
 
 
 @pytest.mark.parametrize("name", ["envpool:Breakout-v5", "gymnasium:ALE/Breakout-v5"])
+@pytest.mark.slow
 def test_ppo_trains_on_atari_from_train_py(tmp_path, capsys, name):
     code = train_script.main([
         "--no-progress", "--agent", "ppo", "--env", name, "--total-steps", "64",

@@ -16,6 +16,7 @@ if importlib.util.find_spec("brax") is None:  # not imported here: envs.brax_env
                 allow_module_level=True)
 
 
+@pytest.mark.slow
 def test_inverted_pendulum_spec_and_truncation_with_auto_reset():
     env = envs.make("brax:inverted_pendulum", episode_length=3, episode_stats=False)
     assert env.spec.obs_shape == (4,) and env.spec.max_episode_steps == 3
@@ -33,6 +34,7 @@ def test_inverted_pendulum_spec_and_truncation_with_auto_reset():
     np.testing.assert_allclose(obs, env.reset(jax.random.PRNGKey(3))[0])
 
 
+@pytest.mark.slow
 def test_a_fall_terminates_the_episode():
     env = envs.make("brax:inverted_pendulum", episode_stats=False)
     step = jax.jit(env.step)
@@ -61,6 +63,7 @@ def test_bad_names_and_params_are_one_line_errors(bad, params, message):
     ("sac", ["--set", "num_envs=16", "--set", "rollout_steps=4", "--set", "learning_starts=64",
              "--set", "batch_size=32"]),
 ])
+@pytest.mark.slow
 def test_ppo_and_sac_train_on_a_brax_task(tmp_path, capsys, agent, extra):
     code = train_script.main(["--no-progress", "--agent", agent, "--env", "brax:inverted_pendulum",
                               "--total-steps", "512", "--chunks", "2", "--seeds", "2",

@@ -69,6 +69,7 @@ CHUNKS = 5  # killed after the first finished checkpoint: chunks 1-3 are the kil
                             "--set", "learning_starts=1024", "--set", "hidden=16",
                             "--set", "batch_size=16"]),  # replayed team sequences
 ], ids=["ppo", "dqn", "ppo-gru", "qmix-gru"])
+@pytest.mark.slow
 def test_killed_run_resumes_exactly(tmp_path, capsys, agent, steps, extra):
     """Killed with SIGKILL and resumed in a process of its own, the run ends where the same
     run uninterrupted does. That one runs in this process first, and the two processes load
@@ -134,6 +135,7 @@ def test_corrupt_checkpoint_is_one_line_exit_2(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_divergence_stops_with_a_resumable_last_good_checkpoint(tmp_path, capsys):
     """DQN with an absurd learning rate: finite until learning starts (chunk 0 is saved),
     then the parameters blow up; the run stops naming the chunk and the metrics. It runs in

@@ -102,6 +102,7 @@ def test_bad_input_in_a_real_process():
     assert "Traceback" not in result.stderr + result.stdout
 
 
+@pytest.mark.slow
 def test_short_run_writes_jsonl_tensorboard_and_a_summary(tmp_path):
     result = run_train(
         "--total-steps", "4096", "--chunks", "2", "--devices", "2", "--seeds", "2",
@@ -123,6 +124,7 @@ def test_short_run_writes_jsonl_tensorboard_and_a_summary(tmp_path):
 
 
 @pytest.mark.parametrize("agent, extra", [("dqn", []), ("sac", ["--set", "num_envs=8"])])
+@pytest.mark.slow
 def test_off_policy_agents_run_on_two_devices_and_two_seeds(tmp_path, capsys, agent, extra):
     result = train_here(capsys,
         "--agent", agent, "--devices", "2", "--seeds", "2", "--total-steps", "4000",
@@ -137,6 +139,7 @@ def test_off_policy_agents_run_on_two_devices_and_two_seeds(tmp_path, capsys, ag
 
 
 @pytest.mark.parametrize("env", ["CartPole-v1", "TicTacToe-v0"])
+@pytest.mark.slow
 def test_muzero_headline_command_runs_on_eight_devices(tmp_path, capsys, env):
     result = train_here(capsys,
         "--agent", "muzero", "--env", env, "--devices", "8", "--total-steps", "2048",

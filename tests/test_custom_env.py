@@ -76,6 +76,7 @@ def test_mistakes_on_the_command_line_exit_2_before_anything_is_created(
     assert not root.exists()
 
 
+@pytest.mark.slow
 def test_train_py_trains_a_users_env_from_the_directory_it_lives_in(tmp_path):
     """`python scripts/train.py --env custom_env_example:Corridor` from the folder holding the
     module (not on the script's path: it is imported from the working directory). PPO walks

@@ -73,6 +73,7 @@ def muzero_runs():
     return same_ids, own_ids
 
 
+@pytest.mark.slow
 def test_muzero_search_noise_follows_the_env_id_not_the_device(muzero_runs):
     same_ids, own_ids = (run.replay.replay.data["action"][:, :, :8] for run in muzero_runs)
     np.testing.assert_array_equal(same_ids[0], same_ids[1])
@@ -87,6 +88,7 @@ def test_muzero_replay_samples_differ_between_devices(muzero_runs):
     assert not np.array_equal(out.tree[0], out.tree[1])
 
 
+@pytest.mark.slow
 def test_dqn_replay_samples_differ_between_devices():
     config = dataclasses.replace(
         dqn.Config(), num_envs=DEVICES * LOCAL_ENVS, batch_size=8, buffer_size=512,

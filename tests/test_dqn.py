@@ -5,6 +5,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax.sharding import PartitionSpec as P
 
 from jaxrl_sys import envs
@@ -27,6 +28,7 @@ def random_batch(key, batch_size: int, n: int, obs_dim: int) -> dqn.Batch:
     )
 
 
+@pytest.mark.slow
 def test_one_update_on_eight_devices_equals_one_device():
     env = envs.make("CartPole-v1")
     config = dqn.default_config("CartPole-v1")
@@ -50,6 +52,7 @@ def test_one_update_on_eight_devices_equals_one_device():
     assert max(jax.tree.leaves(moved)) > 1e-4
 
 
+@pytest.mark.slow
 def test_prioritized_dueling_variant_trains_and_updates_priorities():
     config = dataclasses.replace(
         dqn.default_config("CartPole-v1"), prioritized=True, dueling=True, total_steps=4096,
@@ -67,6 +70,7 @@ def test_prioritized_dueling_variant_trains_and_updates_priorities():
     assert filled.size == 64 * 8 and np.unique(filled).size > 10  # priorities moved off max
 
 
+@pytest.mark.slow
 def test_minatar_conv_defaults_train_on_two_devices():
     """The per-game MinAtar defaults that name the conv torso (Asterix, Freeway) build it on
     the [10, 10, C] frames, run placed over two devices and move every parameter."""

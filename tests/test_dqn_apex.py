@@ -37,6 +37,7 @@ def test_apex_epsilons_follow_the_formula_and_ignore_the_step():
         np.full(8, scheduled.epsilon_start))
 
 
+@pytest.mark.slow
 def test_device_loop_gives_each_global_env_its_epsilon_on_one_and_eight_devices():
     """Before learning starts, the 8 envs' replayed actions are the same on 1 device and split
     over 8 (epsilons by global id, not by a device's row); env 0 (epsilon 0.4) takes about

@@ -341,6 +341,7 @@ def test_bad_env_values_on_the_command_line_exit_2_before_anything_is_created(tm
     assert not root.exists()
 
 
+@pytest.mark.slow
 def test_a_constructor_argument_from_the_command_line_trains(tmp_path, capsys):
     from jaxrl_sys.commands import train as train_script
 

@@ -35,6 +35,7 @@ def assert_trees_close(a, b, rtol=1e-5, atol=1e-7):
 
 @pytest.mark.parametrize("variant", [{}, {"vtrace": True}, {"memory": "gru", "memory_size": 16}],
                          ids=["gae", "vtrace", "gru"])
+@pytest.mark.slow
 def test_eight_devices_equal_one_device_with_the_same_global_batch(variant):
     params_1, metrics_1 = run_ppo(1, [3], **variant)
     params_8, metrics_8 = run_ppo(8, [3], **variant)
@@ -50,6 +51,7 @@ def test_eight_devices_equal_one_device_with_the_same_global_batch(variant):
 
 @pytest.mark.parametrize("variant", [{}, {"memory": "lstm", "memory_size": 16}],
                          ids=["feed-forward", "lstm"])
+@pytest.mark.slow
 def test_vmapped_seed_equals_single_run_with_that_seed(variant):
     params_many, metrics_many = run_ppo(1, [5, 6, 7], **variant)
     params_one, metrics_one = run_ppo(1, [6], **variant)
@@ -65,6 +67,7 @@ def test_vmapped_seed_equals_single_run_with_that_seed(variant):
     assert not np.allclose(a, b)
 
 
+@pytest.mark.slow
 def test_same_seed_gives_identical_metrics():
     _, first = run_ppo(2, [11])
     _, second = run_ppo(2, [11])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gymnasium
 import numpy as np
+import pytest
 from gymnasium import spaces
 
 LOW = np.array([-0.05, 0.5], np.float32)
@@ -69,6 +70,7 @@ def test_envpool_box_actions_are_clipped_and_discrete_ones_pass():
     np.testing.assert_array_equal(discrete.decode_actions(np.array([3, 0])), [3, 0])
 
 
+@pytest.mark.slow
 def test_ppo_through_the_host_loop_sends_actions_within_the_bounds(tmp_path, capsys):
     """PPO's Gaussian samples around 0 with std 1 fall outside [-0.05, 0.05] x [0.5, 1] at once;
     the env raises on one, which would end the run with exit code 1."""

@@ -60,6 +60,7 @@ def _train(env, fns, config, staleness=1, **kwargs):
 
 
 @pytest.mark.learning
+@pytest.mark.slow
 def test_ppo_learns_gymnasium_cartpole():
     """The default config (8 worker processes) within its 150k steps: training stops at the
     first chunk (20 iterations, 5120 steps) whose finished episodes average >= 475."""
@@ -78,6 +79,7 @@ def test_ppo_learns_gymnasium_cartpole():
     ("dqn", "gymnasium:CartPole-v1", 2048),
     ("sac", "gymnasium:Pendulum-v1", 1600),
 ])
+@pytest.mark.slow
 def test_off_policy_agents_run_end_to_end(tmp_path, agent, env_name, steps):
     """DQN and SAC train through the CLI's host loop past their warm-up, with finite losses."""
     overrides = ["--set", "learning_starts=800"]
@@ -93,6 +95,7 @@ def test_off_policy_agents_run_end_to_end(tmp_path, agent, env_name, steps):
     assert not _children()
 
 
+@pytest.mark.slow
 def test_divergence_stops_the_cli_run_with_exit_1_before_saving_it(tmp_path, capsys):
     """The README's non-finite guard holds in the host loop too: chunk 0 (before learning)
     is saved, chunk 1 diverges, and the run stops naming it and the last good checkpoint."""
@@ -111,6 +114,7 @@ def test_divergence_stops_the_cli_run_with_exit_1_before_saving_it(tmp_path, cap
 
 
 @pytest.mark.parametrize("staleness", [0, 2])
+@pytest.mark.slow
 def test_same_seed_same_run(staleness):
     env, config, fns = _ppo("gymnasium:CartPole-v1", num_envs=2, rollout_steps=64, total_steps=512)
     runs = [_train(env, fns, config, staleness=staleness) for _ in range(2)]
@@ -186,6 +190,7 @@ def test_dead_or_hung_worker_stops_the_run(how, expected):
     assert not _children()
 
 
+@pytest.mark.slow
 def test_env_raising_at_step_k_ends_the_cli_run_without_orphans(tmp_path):
     marker = f"JAXRL_HOST_LOOP_TEST_{uuid.uuid4().hex}"
     env = {**os.environ, marker: "1", "PYTHONPATH": os.pathsep.join([str(TESTS), str(ROOT)])}
@@ -203,6 +208,7 @@ def test_env_raising_at_step_k_ends_the_cli_run_without_orphans(tmp_path):
     assert not marked_processes(marker)
 
 
+@pytest.mark.slow
 def test_ctrl_c_reaps_the_workers(tmp_path):
     """SIGINT to the run's process group (what Ctrl-C in a terminal sends): exit 130, no
     worker left behind."""
@@ -303,6 +309,7 @@ def test_bad_host_loop_input_is_one_line_exit_2(capsys, argv, message):
 
 @pytest.mark.parametrize("placement", [[], ["--devices", "2", "--actor-threads", "2"]],
                          ids=["one-thread", "two-devices-two-threads"])
+@pytest.mark.slow
 def test_host_loop_run_resumes_after_its_checkpoint(tmp_path, capsys, placement):
     """A gymnasium: run resumes like a device run: learner state, replay (split over the
     learner devices) and counters from the checkpoint (the envs restart), training continues

@@ -35,6 +35,7 @@ def random_trajectory(key: jax.Array) -> impala.Trajectory:
     )
 
 
+@pytest.mark.slow
 def test_one_update_on_eight_devices_equals_one_device_with_the_same_global_batch():
     env = envs.make("CartPole-v1")
     config = dataclasses.replace(impala.default_config("CartPole-v1"), num_envs=ENVS,
@@ -75,6 +76,7 @@ def test_a_split_that_breaks_the_minibatches_is_refused_in_one_line():
     assert error.value.args[0] == "2 envs per device do not divide into num_minibatches=4"
 
 
+@pytest.mark.slow
 def test_the_first_pass_over_a_fresh_rollout_is_on_policy():
     """The stored behaviour log-probabilities are the learner's own: rho = 1 on one pass in one
     minibatch; a second minibatch learns from parameters one step newer (rho != 1)."""

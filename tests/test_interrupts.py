@@ -84,6 +84,7 @@ def _wait_for(proc: subprocess.Popen, seconds: float) -> None:
 
 
 @pytest.mark.parametrize("loop", LOOPS)
+@pytest.mark.slow
 def test_ctrl_c_at_random_moments_exits_fast_and_leaves_a_resumable_run(tmp_path, busy_cpu,
                                                                         loop):
     moments = random.Random(loop)  # the same moments every time

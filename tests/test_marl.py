@@ -86,6 +86,7 @@ def smax_collect():
     return config, jax.device_get(rollout())
 
 
+@pytest.mark.slow
 def test_smax_battles_terminate_and_the_evaluation_env_rewards_wins_only(smax_collect):
     _, traj = smax_collect  # the training env, played by a fresh policy over the legal actions
     assert np.asarray(traj.terminated).any()
@@ -130,6 +131,7 @@ def test_masked_sampling_never_picks_an_unavailable_action(smax_collect):
     assert np.isfinite(np.asarray(traj.log_probs)).all()
 
 
+@pytest.mark.slow
 def test_the_team_state_resets_in_the_step_its_env_ends():
     env = envs.make(MPE)
     config = dataclasses.replace(mappo.default_config(MPE),
@@ -191,6 +193,7 @@ VARIANTS = {"feed-forward": {"critic": "local"}, "gru": {"memory": "gru"}}
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS.values()), ids=list(VARIANTS))
+@pytest.mark.slow
 def test_mappo_on_eight_devices_equals_one_device(variant):
     params_0, params_1, metrics_1 = run_mappo(1, [6], **variant)
     _, params_8, metrics_8 = run_mappo(8, [6], **variant)
@@ -201,6 +204,7 @@ def test_mappo_on_eight_devices_equals_one_device(variant):
     assert max(jax.tree.leaves(moved)) > 1e-3
 
 
+@pytest.mark.slow
 def test_a_vmapped_seed_equals_its_single_run():
     _, params_many, _ = run_mappo(1, [5, 6], **VARIANTS["feed-forward"])
     _, params_one, _ = run_mappo(1, [6], **VARIANTS["feed-forward"])

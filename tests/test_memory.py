@@ -62,6 +62,7 @@ def assert_reset_exactly_at_ends(flat, ended, starts=None) -> None:
 
 
 @pytest.mark.parametrize("memory", ["gru", "lstm"])
+@pytest.mark.slow
 def test_the_state_after_a_terminated_end_is_the_initial_state(memory):
     # MemoryChain at memory_length 3 terminates after 4 steps: every env ends many times.
     assert_reset_exactly_at_ends(
@@ -128,6 +129,7 @@ def test_minibatches_are_whole_env_sequences_independent_of_the_device_split():
     np.testing.assert_array_equal(np.concatenate(halves, axis=1), whole)
 
 
+@pytest.mark.slow
 def test_evaluation_carries_the_state():
     """A recurrent policy that learned MemoryChain answers from memory: its greedy episodes
     are correct, so the state reached the last step (a reset every step would score 0)."""
@@ -156,6 +158,7 @@ def test_bad_memory_settings_are_one_line_errors():
 
 
 
+@pytest.mark.slow
 def test_train_then_evaluate_a_recurrent_run_from_the_command_line(tmp_path, capsys):
     """The shipped commands end to end: a recurrent run learns MemoryChain, and evaluate.py,
     which plays greedy episodes from its checkpoint, carries the state to the answer."""
@@ -192,6 +195,7 @@ def test_rendering_steps_a_recurrent_policy_with_its_memory():
     assert len(frames) == len(seen) >= 5
 
 
+@pytest.mark.slow
 def test_the_host_loop_resets_the_state_where_episodes_end():
     """Through the host loop (worker processes): the state each step starts from is exactly
     the initial one wherever an episode begins, after terminated and truncated ends alike

@@ -212,6 +212,7 @@ sys.exit(main(sys.argv[2:]))
 
 
 @pytest.mark.parametrize("checkpoint_every, dispatch", [(1, "async"), (2, "inline")])
+@pytest.mark.slow
 def test_every_chunk_is_timed_from_its_dispatch_to_its_end(
         tmp_path: Path, checkpoint_every: int, dispatch: str) -> None:
     """A short PPO run on CartPole-v1 with checkpoints between chunks: every record's

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
+import pytest
 
 from jaxrl_sys.runtime.checkpoint import Checkpointer
 
@@ -38,6 +39,7 @@ def final_state(root: Path) -> dict:
         checkpointer.close()
 
 
+@pytest.mark.slow
 def test_two_processes_equal_one_process(tmp_path, capsys):
     port = free_port()
     start = time.perf_counter()

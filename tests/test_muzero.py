@@ -121,6 +121,7 @@ def test_search_value_targets_match_a_reference(discount):
     assert alive.sum() > 300
 
 
+@pytest.mark.slow
 def test_replay_stores_the_acting_search_root_value():
     """With value_bootstrap='search' the learner reads the root values the acting search
     stored: one collection step writes, for every env, the value its search returned."""
@@ -154,6 +155,7 @@ def test_replay_stores_the_acting_search_root_value():
 
 
 @pytest.mark.parametrize("search", ["gumbel", "muzero"])
+@pytest.mark.slow
 def test_search_never_chooses_an_illegal_action(search):
     env = envs.make("CartPole-v1")
     config = dataclasses.replace(muzero.Config(), search=search, num_simulations=8)
@@ -197,6 +199,7 @@ def random_batch(key, batch_size, length, obs_dim, num_actions):
     )
 
 
+@pytest.mark.slow
 def test_one_update_on_eight_devices_equals_one_device():
     env = envs.make("CartPole-v1")
     config = dataclasses.replace(muzero.default_config("CartPole-v1"), reanalyse_fraction=0.25,
@@ -239,6 +242,7 @@ def run_muzero_chunk(num_devices: int, iters: int, **overrides):
 
 
 @pytest.mark.parametrize("overrides", [{}, {"priority_alpha": 0.5, "reanalyse_fraction": 0.25}])
+@pytest.mark.slow
 def test_training_on_eight_devices_equals_one_device(overrides):
     """Acting, replay and learning together: each env's search noise comes from its global
     id and every device samples its slice of one global draw, so 8 devices run what one
@@ -269,6 +273,7 @@ def _force_rule_heads(params, end_bias: float, legal_bias):
     return {"params": {**inner, "end_head": end, "legal_head": legal}}
 
 
+@pytest.mark.slow
 def test_rule_heads_make_predicted_ends_absorbing_and_predicted_illegal_moves_unpriored():
     env = envs.make("TicTacToe-v0")
     config = dataclasses.replace(muzero.default_config("TicTacToe-v0"), rule_heads=True)
@@ -310,6 +315,7 @@ def bounded_tic_tac_toe(max_steps: int):
     return env
 
 
+@pytest.mark.slow
 def test_alphazero_tree_ends_a_branch_at_the_step_bound():
     """A move that crosses the env's step bound ends the branch with the network's value of
     the position reached (not the auto-reset game's), and revisits below it keep that value."""
@@ -363,6 +369,7 @@ def test_alphazero_tree_ends_a_branch_at_the_step_bound():
     assert int(np.asarray(tree.children_visits[:, 0]).max()) > 1  # children were revisited
 
 
+@pytest.mark.slow
 def test_image_observations_get_the_residual_conv_torso():
     env = envs.make("Breakout-MinAtar")
     config = dataclasses.replace(muzero.Config(), num_simulations=2, conv_channels=8,
@@ -410,6 +417,7 @@ def applied_learning_rates(config, num_steps: int) -> np.ndarray:
     return np.asarray(rates)
 
 
+@pytest.mark.slow
 def test_learning_rate_reaches_its_final_fraction_at_the_last_learner_step():
     """The warm-up's iterations take no learner step, so the schedule counts learner steps:
     the full rate at the first, learning_rate * final_lr_fraction at the last."""
@@ -449,12 +457,14 @@ def train_muzero(env_name: str, config, seeds, chunks: int, eval_episodes: int):
 @pytest.mark.slow
 @pytest.mark.learning
 def test_muzero_learns_cartpole():
-    """The shipped CartPole-v1 defaults (150k steps) on two seeds: both greedy evaluations end
-    at 400 or more (the solved bar is 475; see docs/benchmarks.md for 4-seed runs)."""
+    """The shipped CartPole-v1 defaults (150k steps) on one seed, evaluated once at the end:
+    the greedy return is 400 or more (the solved bar is 475). One seed and one evaluation keep
+    this to the cost of its training (a seed costs the same vmapped as alone on a CPU); the
+    32-seed figures are in results/check_learning_muzero_devices.md."""
     config = muzero.default_config("CartPole-v1")
-    _, result = train_muzero("CartPole-v1", config, [0, 1], chunks=5, eval_episodes=32)
+    _, result = train_muzero("CartPole-v1", config, [0], chunks=1, eval_episodes=32)
     greedy = result.history[-1].eval_returns
-    assert np.all(greedy >= 400), [h.eval_returns for h in result.history]
+    assert np.all(greedy >= 400), greedy
 
 
 @pytest.mark.slow

@@ -89,6 +89,7 @@ def test_search_value_targets_end_at_the_last_searched_state_before_a_reset_or_t
     np.testing.assert_allclose(np.asarray(z), [[1 - 100.0, 200.0], [1 - 100.0, 200.0]])
 
 
+@pytest.mark.slow
 def test_search_bootstrap_needs_no_target_network():
     loss, params, target, batch, _, network, config = loss_setup("learned")
     config = dataclasses.replace(config, value_bootstrap="search")
@@ -209,6 +210,7 @@ def test_data_past_an_episode_end_changes_neither_loss_nor_gradient(model):
     assert abs(float(value_before) - float(value)) > 1e-3
 
 
+@pytest.mark.slow
 def test_predictions_past_the_end_get_no_gradient():
     """Policy logits past the episode end, and value and reward logits past a truncation,
     get zero gradient; value and reward after a termination are trained (towards 0)."""
@@ -274,6 +276,7 @@ def unrolled_value_grads(unroll_steps: int, scale: float, step: int):
     return jax.grad(value_at_step)(params)["params"]
 
 
+@pytest.mark.slow
 def test_each_unroll_step_trains_the_dynamics_at_full_strength():
     """The paper's gradient scaling: a step's own prediction reaches the dynamics unscaled
     (K=1), and only what flows back through the latent passed on to the next dynamics step
@@ -289,6 +292,7 @@ def test_each_unroll_step_trains_the_dynamics_at_full_strength():
         assert max(float(jnp.abs(g).max()) for g in jax.tree.leaves(scaled[part])) > 0
 
 
+@pytest.mark.slow
 def test_consistency_loss_pulls_predicted_latents_towards_the_reached_observation():
     """EfficientZero's loss: -1 per alive unroll step (weighed 1/K) when the predictor maps each
     predicted latent onto the projection of the observation reached; the reached side gets

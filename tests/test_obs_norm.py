@@ -99,6 +99,7 @@ def _trained_state(module, env_name: str, devices: int, **changes):
                              buffer_size=512)),
     (sac, "Pendulum-v1", dict(num_envs=8, rollout_steps=4, learning_starts=0, batch_size=16)),
 ])
+@pytest.mark.slow
 def test_agents_pool_statistics_over_all_envs_and_devices(module, env_name, changes):
     """On 2 devices the statistics count every observation acted on, of every env on both
     devices, once (the first ones too, which start them): each device's share alone would be
@@ -122,6 +123,7 @@ def test_greedy_evaluation_uses_the_trained_statistics():
     np.testing.assert_allclose(ppo.greedy_action(agent)(state, obs, key), expected, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_normalised_run_evaluates_and_resumes_from_the_command_line(tmp_path):
     """Greedy evaluation during training and evaluate.py afterwards (both refused when the
     statistics lived in the training envs); the statistics are in the checkpoint."""

@@ -44,6 +44,7 @@ def test_the_wheel_declares_every_console_entry_point(wheel):
         assert f"{command} = jaxrl_sys.commands." in text, command
 
 
+@pytest.mark.slow
 def test_an_entry_point_runs_outside_the_repository(tmp_path):
     """`jaxrl-train` is installed (editable here) and its module imports nothing from the
     repository's folders: bad input from another directory is one line and exit code 2."""

@@ -31,6 +31,7 @@ def _agent(agent_name, env_name, overrides):
 
 
 @pytest.mark.parametrize("agent_name, env_name, overrides", CASES)
+@pytest.mark.slow
 def test_train_step_runs_under_plain_jit(agent_name, env_name, overrides):
     config, (init_fn, step_fn) = _agent(agent_name, env_name, overrides)
     key = jax.random.PRNGKey(0)
@@ -43,6 +44,7 @@ def test_train_step_runs_under_plain_jit(agent_name, env_name, overrides):
                if jnp.issubdtype(x.dtype, jnp.floating))
 
 
+@pytest.mark.slow
 def test_plain_vmap_over_seeds_computes_what_one_placed_device_does():
     """A user's sweep (vmap over seeds) and the execution layer on one device agree."""
     config, (init_fn, step_fn) = _agent(*CASES[0])

@@ -91,6 +91,7 @@ def test_rungs_train_each_survivor_eta_times_as_long_as_the_last():
     assert population.member_score(never, np.array([4.0])) == 4.0
 
 
+@pytest.mark.slow
 def test_settings_change_between_chunks_without_compiling_again():
     agent_module = agents.load("ppo")
     env = envs.make("CartPole-v1")
@@ -126,6 +127,7 @@ def test_settings_change_between_chunks_without_compiling_again():
     np.testing.assert_array_equal(copied.key, changed.key)  # keys and envs stay their own
 
 
+@pytest.mark.slow
 def test_pbt_copies_the_whole_state_and_records_each_members_lineage(tmp_path):
     spec = RunSpec(**SMALL_PBT, run_root=str(tmp_path))
     outcome = sweeps.sweep(spec, agents.load, envs)  # the Python API of --pbt
@@ -158,6 +160,7 @@ def test_pbt_copies_the_whole_state_and_records_each_members_lineage(tmp_path):
     assert (run_dir / "sweep.png").is_file()
 
 
+@pytest.mark.slow
 def test_halving_keeps_the_best_and_gives_them_the_steps_of_the_rest(tmp_path, monkeypatch,
                                                                      capsys):
     spec = RunSpec(**dict(PPO_SMALL, chunks=4), checkpoint_every=1, halving=2,

@@ -59,6 +59,7 @@ def own_log_probs(agent: ppo.Agent, params, traj: ppo.Trajectory) -> jax.Array:
 
 
 @pytest.mark.parametrize("lam", [1.0, 0.9])
+@pytest.mark.slow
 def test_on_policy_vtrace_targets_are_gaes_returns_at_the_same_lambda(lam):
     """Behaviour == target on a rollout whose next values are the next steps' values: vs is
     GAE(lambda)'s return for any lambda; the advantage is the one-step error bootstrapped from
@@ -86,6 +87,7 @@ def test_on_policy_vtrace_targets_are_gaes_returns_at_the_same_lambda(lam):
         assert not np.allclose(advantages, gae_advantages, atol=1e-3)
 
 
+@pytest.mark.slow
 def test_each_minibatch_step_takes_vtrace_with_its_own_parameters():
     """One epoch of two minibatches equals two hand-made Adam steps on `ppo_loss`, each with
     V-trace targets (constants for the gradient) from the parameters it starts from; the
@@ -143,6 +145,7 @@ def test_bad_vtrace_values_are_one_line_errors(tmp_path, capsys):
 
 
 @pytest.mark.learning
+@pytest.mark.slow
 def test_vtrace_learns_cartpole_with_ppos_defaults():
     """PPO's shipped CartPole-v1 config plus `vtrace=true` on the device loop: the greedy
     policy of both seeds 0 and 1 scores >= 475 at the end (32 episodes each)."""
@@ -152,6 +155,7 @@ def test_vtrace_learns_cartpole_with_ppos_defaults():
     assert np.all(final >= 475.0), f"greedy returns at the end: {final.tolist()}"
 
 
+@pytest.mark.slow
 def test_vtrace_runs_through_the_host_loop_with_staleness_4(tmp_path):
     """Smoke test, not a learning test: `gymnasium:CartPole-v1 --set vtrace=true --staleness 4`
     trains 4096 steps through the CLI's host loop (worker processes) and logs finite losses."""

@@ -39,6 +39,7 @@ def test_vdn_ships_qmix_defaults_with_the_sum_for_a_mixer(env_name):
     assert dataclasses.replace(ours, mixer="qmix") == base
 
 
+@pytest.mark.slow
 def test_the_mixer_is_monotonic_in_every_agent_q_and_vdn_mixes_by_summing():
     mixer = qmix.MonotonicMixer(embedding=8, hypernet_hidden=16, init_scale=1.0)
     qs = jax.random.normal(jax.random.PRNGKey(0), (64, 3)) * 5.0
@@ -115,6 +116,7 @@ def test_the_double_q_target_on_hand_made_numbers():
 
 
 @pytest.mark.parametrize("module", [vdn, qmix], ids=["vdn", "qmix"])
+@pytest.mark.slow
 def test_the_loss_is_the_squared_error_of_mixed_q_against_double_q_targets(module):
     """The whole loss against the same numbers put together by hand in NumPy, for one-step
     items from two collects (episodes of 26 steps end inside them by truncation)."""
@@ -146,6 +148,7 @@ def test_the_loss_is_the_squared_error_of_mixed_q_against_double_q_targets(modul
     np.testing.assert_allclose(loss, np.mean((np.asarray(q_tot) - targets) ** 2), rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_replaying_a_stored_item_from_its_stored_state_reproduces_acting():
     """Recurrent items (4 steps after a 2-step burn-in, cut from 8-step rollouts) replayed
     from their stored state give the Q-values the agents acted with."""
@@ -173,6 +176,7 @@ def test_replaying_a_stored_item_from_its_stored_state_reproduces_acting():
     np.testing.assert_array_equal(env_state.replay.data["obs"][:, 6:8], items["obs"])
 
 
+@pytest.mark.slow
 def test_one_update_on_eight_devices_equals_one_device():
     env, agent = small_agent(axis_name=DEVICE_AXIS, memory="gru", burn_in=2)
     state = agent.init(jax.random.PRNGKey(0))
@@ -212,6 +216,7 @@ def run_placed(num_devices: int, seeds, iters: int, **overrides):
     return jax.device_get((carry.agent_state, carry.env_state, metrics))
 
 
+@pytest.mark.slow
 def test_collecting_on_eight_devices_equals_one_device():
     """Acting, the burn-in windows and the replay rows do not depend on the envs' split."""
     _, env_1, metrics_1 = run_placed(1, [3], iters=2, learning_starts=10_000, memory="gru",
@@ -223,6 +228,7 @@ def test_collecting_on_eight_devices_equals_one_device():
     assert np.asarray(env_1.replay.size).min() == 4
 
 
+@pytest.mark.slow
 def test_vmapped_seed_equals_single_run_with_that_seed():
     many, _, metrics_many = run_placed(1, [5, 6, 7], iters=4, learning_starts=256)
     one, _, metrics_one = run_placed(1, [6], iters=4, learning_starts=256)

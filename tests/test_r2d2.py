@@ -102,6 +102,7 @@ def test_no_gradient_crosses_an_episode_start(memory):
 
 
 @pytest.mark.parametrize("memory", ["gru", "lstm"])
+@pytest.mark.slow
 def test_no_gradient_flows_into_the_burn_in(memory):
     network, obs, memory0, params = network_and_inputs(memory)
     burn_in = 3
@@ -128,6 +129,7 @@ def test_no_gradient_flows_into_the_burn_in(memory):
 
 
 @pytest.mark.parametrize("memory", ["gru", "lstm"])
+@pytest.mark.slow
 def test_replaying_a_stored_item_from_its_stored_state_reproduces_acting(memory):
     # Episodes of 5 steps, items of 4 burn-in + 8 steps: the second item starts mid-episode.
     env, agent = small_agent(memory=memory, env_params=dict(memory_length=4))
@@ -202,6 +204,7 @@ def replayed_batch(agent, num_envs: int):
     return state, r2d2.Batch.from_items(item, jnp.ones(num_envs))
 
 
+@pytest.mark.slow
 def test_one_update_on_eight_devices_equals_one_device():
     env, agent = small_agent(num_envs=16, batch_size=16, axis_name=DEVICE_AXIS,
                              env_params=dict(memory_length=4))
@@ -237,6 +240,7 @@ def run_placed(num_devices: int, seeds, iters: int, **overrides):
     return jax.device_get((carry.agent_state, carry.env_state, metrics))
 
 
+@pytest.mark.slow
 def test_collecting_on_eight_devices_equals_one_device():
     """Acting, the burn-in windows and the replay rows do not depend on the envs' split."""
     _, env_1, metrics_1 = run_placed(1, [3], iters=2, learning_starts=10_000)
@@ -246,6 +250,7 @@ def test_collecting_on_eight_devices_equals_one_device():
     assert np.asarray(env_1.replay.size).min() == 2
 
 
+@pytest.mark.slow
 def test_vmapped_seed_equals_single_run_with_that_seed():
     many, _, metrics_many = run_placed(1, [5, 6, 7], iters=4, learning_starts=128)
     one, _, metrics_one = run_placed(1, [6], iters=4, learning_starts=128)
@@ -259,11 +264,13 @@ def test_vmapped_seed_equals_single_run_with_that_seed():
     assert not np.allclose(a, b)
 
 
+@pytest.mark.slow
 def test_prioritized_sequences_train_and_update_priorities():
     _, _, metrics = run_placed(2, [0], iters=6, prioritized=True, learning_starts=64)
     assert np.isfinite(np.asarray(metrics["loss"])[0, -4:]).all()
 
 
+@pytest.mark.slow
 def test_it_learns_memory_chain_which_needs_its_memory():
     """The shipped defaults on MemoryChain (the answer is shown 5 steps before it is asked
     for; a policy without memory scores about 0) for a short budget: greedy >= 0.9."""

@@ -323,6 +323,7 @@ def assert_trees_equal(a, b):
     jax.tree.map(check, a, b)
 
 
+@pytest.mark.slow
 def test_vmap_over_seeds_equals_per_seed_calls():
     num_envs, capacity, seeds = LOCAL_ENVS, LOCAL_CAPACITY, 3
     per_seed = []
@@ -337,6 +338,7 @@ def test_vmap_over_seeds_equals_per_seed_calls():
         assert_trees_equal(jax.tree.map(lambda x: x[seed], batched), all_ops_jit(*per_seed[seed]))
 
 
+@pytest.mark.slow
 def test_shard_map_each_device_uses_only_its_rows():
     devices, local_envs, capacity = 8, LOCAL_ENVS, LOCAL_CAPACITY
     num_envs = devices * local_envs

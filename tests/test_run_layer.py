@@ -94,6 +94,7 @@ def test_a_directory_that_is_not_a_run_is_one_line(tmp_path):
         load_spec(tmp_path / "missing")
 
 
+@pytest.mark.slow
 def test_a_run_stopped_before_its_first_checkpoint_resumes_from_the_start(tmp_path, capsys):
     spec = RunSpec(agent="ppo", total_steps=2048, chunks=2, run_root=str(tmp_path),
                    progress=False, eval_episodes=0)
@@ -123,6 +124,7 @@ else:
 
 
 @pytest.mark.parametrize("devices", [1, 2])
+@pytest.mark.slow
 def test_run_after_the_callers_own_jax_work_uses_the_devices_that_exist(tmp_path, devices):
     """One device is there: the run trains. Two are not: one line saying how to get them,
     and nothing created."""
@@ -155,6 +157,7 @@ def test_run_after_the_callers_own_jax_work_uses_the_devices_that_exist(tmp_path
     (100_000, "final mean return 256.0 [256.0, 256.0] (return so far of the episodes still "
               "running: no training episode ended in the last chunk)"),
 ])
+@pytest.mark.slow
 def test_episodes_longer_than_a_chunk_report_a_number_not_nan(tmp_path, max_steps, expected):
     """An env that never terminates (custom_env_example.Endless, reward 1 a step): 32 envs x
     128 steps per chunk end no episode of `max_steps` steps."""

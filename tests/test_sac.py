@@ -90,6 +90,7 @@ def random_batch(key, batch_size: int):
     )
 
 
+@pytest.mark.slow
 def test_one_update_on_eight_devices_equals_one_device_with_the_same_global_batch():
     env = envs.make("Pendulum-v1")
     config = sac.default_config("Pendulum-v1")
@@ -140,6 +141,7 @@ def test_actions_are_scaled_to_the_box_bounds():
     np.testing.assert_allclose(greedy, 2.0 * np.tanh(np.asarray(mean)), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_train_step_on_two_devices_stores_pre_reset_next_observations():
     """Through `place` on 2 devices: replay holds next_obs = obs of the next step except at
     the time limit, where it is the final (pre-reset) observation; nothing terminates."""
@@ -218,6 +220,7 @@ def _exploration_noise_lag1(noise_correlation: float) -> float:
     return float(np.mean(noise[:, 1:] * noise[:, :-1]) / np.mean(noise * noise))
 
 
+@pytest.mark.slow
 def test_train_step_explores_with_the_configured_noise_correlation():
     assert abs(_exploration_noise_lag1(0.0)) < 0.1
     assert abs(_exploration_noise_lag1(0.95) - 0.95) < 0.05

@@ -6,6 +6,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from jaxrl_sys.agents import sac
 from jaxrl_sys.agents.sac.networks import init_twin_critics
@@ -95,6 +96,7 @@ def _setup(batch: int = 16):
     return loss, trainable, target_critic, data, noise
 
 
+@pytest.mark.slow
 def test_each_loss_of_the_sum_reaches_only_its_own_parameters():
     loss, trainable, target_critic, data, noise = _setup()
 

@@ -52,6 +52,7 @@ def _params_after(module, layout: HostLayout, staleness: int, **overrides) -> di
     (impala, {"rollout_steps": 16, "num_minibatches": 2}),
     (ppo, {"rollout_steps": 16, "num_minibatches": 2, "memory": "gru", "memory_size": 16}),
 ], ids=["ppo", "impala", "ppo-gru"])
+@pytest.mark.slow
 def test_device_and_thread_counts_do_not_change_results(module, overrides):
     """One actor thread per device on 4 devices, and 2 acting + 2 learning devices with 4
     threads, give the parameters of one thread on one device (same global batch)."""
@@ -66,6 +67,7 @@ def test_device_and_thread_counts_do_not_change_results(module, overrides):
     _assert_moved(one, module, overrides)
 
 
+@pytest.mark.slow
 def test_thread_count_does_not_change_dqn():
     """DQN (replay, Ape-X epsilons by global env id): 4 actor threads on one device give the
     parameters of one. (On several learner devices each samples its own rows of replay, with
@@ -153,6 +155,7 @@ def test_a_dead_worker_names_its_actor_thread():
                    placement=place_host(HostLayout(num_envs=8, actor_threads=4)))
 
 
+@pytest.mark.slow
 def test_two_processes_equal_one_process(tmp_path):
     """2 processes x 2 devices (each its own actor thread and envs, the learner's gradients
     reduced over all 4 devices) train the parameters of 1 process with 4 devices."""

@@ -91,6 +91,7 @@ def test_a_sweep_too_large_for_memory_is_refused_before_compiling(tmp_path, monk
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_a_sweep_gives_each_setting_the_returns_of_its_own_run(tmp_path):
     spec = RunSpec(**PPO_SMALL, seeds=2, run_root=str(tmp_path),
                    sweep=("learning_rate=1e-3,5e-3", "ent_coef=0,0.01"))
@@ -110,6 +111,7 @@ def test_a_sweep_gives_each_setting_the_returns_of_its_own_run(tmp_path):
     assert saved["traced"] == ["learning_rate", "ent_coef"] and saved["done_groups"] == [0]
 
 
+@pytest.mark.slow
 def test_four_devices_give_the_table_of_one(tmp_path):
     spec = RunSpec(**PPO_SMALL, run_root=str(tmp_path),
                    sweep=("learning_rate=1e-3,2.5e-3,5e-3,1e-2",))
@@ -122,6 +124,7 @@ def test_four_devices_give_the_table_of_one(tmp_path):
     ("dqn", "CartPole-v1", ("learning_rate=1e-3,3e-3", "hidden=32/64,64"), ["learning_rate"], 2),
     ("sac", "Pendulum-v1", ("tau=0.005,0.02", "gamma=0.95,0.99"), ["tau", "gamma"], 1),
 ])
+@pytest.mark.slow
 def test_dqn_and_sac_sweep_through_the_same_flags(tmp_path, capsys, agent, env, keys, traced,
                                                   groups):
     argv = ["--agent", agent, "--env", env, "--total-steps", "1000", "--chunks", "2",
@@ -159,6 +162,7 @@ def stopped_and_resumed(spec: RunSpec, root: Path, saves: int,
     return sweeps.sweep(stopped, agents.load, envs, resume=run_dir)
 
 
+@pytest.mark.slow
 def test_a_stopped_sweep_resumes_to_the_table_of_an_uninterrupted_one(tmp_path, monkeypatch):
     spec = RunSpec(**dict(PPO_SMALL, chunks=4), run_root=str(tmp_path / "whole"),
                    checkpoint_every=1, sweep=("learning_rate=1e-3,5e-3",))
@@ -167,6 +171,7 @@ def test_a_stopped_sweep_resumes_to_the_table_of_an_uninterrupted_one(tmp_path, 
     assert [r.returns for r in resumed.results] == [r.returns for r in whole.results]
 
 
+@pytest.mark.slow
 def test_evaluate_picks_a_setting_of_a_sweep(tmp_path, capsys):
     spec = RunSpec(**PPO_SMALL, seeds=2, run_root=str(tmp_path),
                    sweep=("learning_rate=1e-3,5e-3",))
@@ -180,6 +185,7 @@ def test_evaluate_picks_a_setting_of_a_sweep(tmp_path, capsys):
         assert message in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_float_the_agent_branches_on_is_found_and_kept_static():
     # MuZero branches on q_range (> 0: a fixed Q scale) in Python: it cannot be traced
     spec = RunSpec(agent="muzero", env="CartPole-v1", total_steps=2048,
@@ -192,6 +198,7 @@ def test_a_float_the_agent_branches_on_is_found_and_kept_static():
     assert [g.members for g in groups] == [(0, 2), (1, 3)]  # one program per q_range
 
 
+@pytest.mark.slow
 def test_arena_plays_a_setting_of_a_game_sweep(tmp_path, capsys):
     arena_script = _script("arena")
     argv = ["--agent", "muzero", "--env", "TicTacToe-v0", "--set", "model=env",

@@ -42,6 +42,7 @@ def short_run(tmp_path_factory) -> Path:
     return run_dir
 
 
+@pytest.mark.slow
 def test_evaluate_prints_mean_and_std_and_renders_a_gif(short_run, tmp_path, capsys):
     gif = tmp_path / "episode.gif"
     assert evaluate.main([str(short_run), "--episodes", "4", "--render", str(gif)]) == 0
@@ -95,6 +96,7 @@ def test_bad_input_is_one_line_exit_2(short_run, capsys, tool, argv, message):
     assert err == f"error: {message}" or (len(err.splitlines()) == 1 and message in err), err
 
 
+@pytest.mark.slow
 def test_evaluate_a_gymnasium_run_through_the_host_loop(tmp_path, capsys):
     """A host-loop run keeps the learner's checkpoints; evaluate.py plays its greedy episodes
     in worker processes and draws one with Gymnasium's own renderer."""

@@ -194,6 +194,7 @@ def collect_games(env, steps, num_envs=4, seed=0):
     return agent, state, run(state, jax.random.PRNGKey(seed), jax.random.PRNGKey(seed + 1))
 
 
+@pytest.mark.slow
 def test_replay_rows_align_observation_with_its_own_ply(env):
     """Row t: the observation the mover saw at t, the legal moves of that observation, an
     action among them, the reward and flags of that ply, and the next observation the env
@@ -330,6 +331,7 @@ def search_tree(agent, state, env, positions, simulations, key=0):
     return _SEARCHES[cache_key][1](state.params, stack(positions), jax.random.PRNGKey(key))
 
 
+@pytest.mark.slow
 def test_search_takes_a_win_in_one_and_values_it_plus_one(env, step_fn, shipped,
                                                            greedy_search):
     """An untrained net: the tree alone proves the win (Q = +1) and greedy search plays it,
@@ -426,6 +428,7 @@ def test_arena_seats_and_signs_against_a_scripted_opponent(env):
     assert (outcomes.wins, outcomes.losses, outcomes.score) == (3, 0, 1.0)
 
 
+@pytest.mark.slow
 def test_mcts_opponent_takes_the_win_and_blocks(env, step_fn):
     """The `mcts:N` opponent on the hand-built positions: it plays the win in one and the only
     block."""

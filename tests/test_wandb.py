@@ -9,6 +9,7 @@ import pytest
 from test_cli import train_script
 
 
+@pytest.mark.slow
 def test_offline_wandb_run_holds_the_metrics_and_config(tmp_path, monkeypatch):
     pytest.importorskip("wandb", reason="the wandb extra is not installed (CI installs it)")
     monkeypatch.setenv("WANDB_MODE", "offline")

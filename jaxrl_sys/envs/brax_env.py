@@ -70,11 +70,17 @@ class BraxEnv:
         actions = int(self.brax_env.action_size)
         self.spec = EnvSpec(
             name=f"{PREFIX}{name}",
-            obs_shape=(int(self.brax_env.observation_size),),
+            obs_shape=self._observation_shape(),
             obs_dtype="float32",
             action_space=Box((actions,), (-1.0,) * actions, (1.0,) * actions),
             max_episode_steps=episode_length,
         )
+
+    def _observation_shape(self) -> tuple[int, ...]:
+        """The observation's shape from a traced reset: Brax's `observation_size` runs a reset
+        op by op, several seconds per env on a CPU."""
+        key = jax.ShapeDtypeStruct((2,), jnp.uint32)
+        return tuple(int(n) for n in jax.eval_shape(self.brax_env.reset, key).obs.shape)
 
     @property
     def unwrapped(self) -> "BraxEnv":
