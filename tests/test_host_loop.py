@@ -328,6 +328,12 @@ def test_host_loop_run_resumes_after_its_checkpoint(tmp_path, capsys, placement)
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     steps = [row["env_steps"] for row in rows]
     assert steps == [512, 1024, 1536, 2048, 1536, 2048], steps
+    # each record's steps/s is over its own chunk's time, and train_seconds sums those (a
+    # process's own chunks; checkpoint writes in neither): rate x seconds is one chunk's steps
+    for process in (rows[:4], rows[4:]):
+        seconds = np.diff([0.0] + [row["train_seconds"] for row in process])
+        assert all(row["steps_per_second"] * s == pytest.approx(512, rel=1e-6)
+                   for row, s in zip(process, seconds)), process
     checkpointer = Checkpointer(run_dir, create=False)
     try:
         saved = checkpointer.read_raw()

@@ -54,7 +54,8 @@ def train(
     last, with the learner's carry (`initial_carry`'s structure: agent state and replay).
     Given a restored `carry` and `start_chunk`, training continues with the iterations after
     that chunk's (their keys as in an uninterrupted run); the envs start afresh, as they
-    live in the workers.
+    live in the workers. Each summary's `seconds` runs from the previous chunk's end (after
+    its checkpoint) to its own, so checkpoint writes count in no chunk, as on device.
 
     Raises `HostLoopError` if an env raises, a worker dies or a step exceeds
     `config.step_timeout` (naming the actor thread where there are several), and
@@ -111,6 +112,8 @@ def train(
         history: list[ChunkSummary] = []
         chunk_metrics: list[dict] = []
         learner_wait = 0.0
+        last_end = train_start  # when the previous chunk's checkpoint (if any) was written
+        trained = 0.0  # the chunks' own seconds so far (checkpoints excluded)
         for iteration in range(first_iteration, num_iterations):
             clock = time.perf_counter()
             items = [_next_rollout(actor, actors, env, placement, config) for actor in actors]
@@ -129,20 +132,23 @@ def train(
                 check_finite(summary)  # NonFiniteError before a bad state is checkpointed
                 history.append(summary)
                 chunk_metrics = []
-                stop = on_chunk is not None and on_chunk(summary, time.perf_counter() - train_start)
+                end = time.perf_counter()
+                summary.seconds, summary.done_at = end - last_end, end
+                trained += summary.seconds
+                stop = on_chunk is not None and on_chunk(summary, trained)
                 last = stop or iteration == num_iterations - 1
                 if on_checkpoint is not None and (
                     last or (checkpoint_every > 0 and (chunk + 1) % checkpoint_every == 0)
                 ):
                     on_checkpoint(chunk, _carry(agent_state, replay))
+                last_end = time.perf_counter()
                 if stop:
                     break
         wait_ready(agent_state)
         failed = False
         seconds = {f"actor_{k}": sum(a.seconds[k] for a in actors) / len(actors)
                    for k in actors[0].seconds}
-        return TrainResult(_carry(agent_state, replay), history, compile_seconds,
-                           time.perf_counter() - train_start,
+        return TrainResult(_carry(agent_state, replay), history, compile_seconds, trained,
                            {**seconds, "learner_rollout_wait": learner_wait})
     finally:
         shutdown_all(actors, [envs for envs, _ in started], terminate=failed)
