@@ -102,9 +102,10 @@ def probe(saved, agent, agent_state, positions: int, plies: int, seed: int) -> d
 
 
 def env_steps_at(run_dir: Path, chunk: int) -> int:
-    """The env steps logged at the end of `chunk` (its metrics.jsonl record)."""
+    """The env steps logged at the end of `chunk`: the chunk-th distinct `env_steps` of
+    metrics.jsonl, since a resumed run logs again the chunks it trained a second time."""
     lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    return int(json.loads(lines[chunk])["env_steps"])
+    return sorted({int(json.loads(line)["env_steps"]) for line in lines})[chunk]
 
 
 def main(argv=None) -> int:
@@ -133,8 +134,7 @@ def main(argv=None) -> int:
     print("|---:|---:|---:|---:|")
     for chunk in chunks:
         _, record = saved.restore(chunk)
-        at = chunk if chunk is not None else int(record.get("chunk", len(
-            (Path(args.run_dir) / "metrics.jsonl").read_text().splitlines()) - 1))
+        at = int(record["chunk"])  # the checkpoint's own chunk (the latest when None)
         row = {"chunk": at, "env_steps": env_steps_at(Path(args.run_dir), at), **changes,
                **probe(saved, agent, first_seed_state(saved, chunk), args.positions,
                        args.plies, args.seed)}
