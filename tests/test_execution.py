@@ -11,7 +11,7 @@ from jax.sharding import PartitionSpec as P
 from jaxrl_sys import envs
 from jaxrl_sys.agents import ppo
 from jaxrl_sys.runtime.execution import (
-    DEVICE_AXIS, PlacementError, make_mesh, place, placement_fns, vmap_rows,
+    DEVICE_AXIS, PlacementError, make_mesh, place, placement_fns, strongly_typed, vmap_rows,
 )
 
 SMALL = dict(num_envs=16, rollout_steps=16, num_minibatches=2, update_epochs=2, total_steps=16 * 16 * 8)
@@ -118,3 +118,20 @@ def test_one_row_runs_unbatched_with_vmaps_results():
         want = jax.vmap(fn)(x, tree)
         jax.tree.map(np.testing.assert_array_equal, got, want)
     assert batched == [False, True, True, True]  # one row unbatched; then vmap_rows, vmap
+
+
+def test_an_initialised_carry_has_no_weak_types_as_a_restored_one_has_none():
+    """A Python counter in an env state is weakly typed; restored arrays never are. The
+    placed init makes it strong (same dtype and value), so an initialised and a restored
+    carry compile one chunk program, and a resumed run finds it in the compilation cache."""
+    tree = jax.jit(lambda: strongly_typed({"step": jnp.asarray(3), "obs": jnp.ones(2)}))()
+    assert [x.weak_type for x in jax.tree.leaves(tree)] == [False, False]
+    assert int(tree["step"]) == 3 and tree["step"].dtype == jnp.int32
+
+    def weak_init_fn(key, env_ids):
+        return {"w": jnp.zeros(2)}, {"step": jax.lax.full(env_ids.shape, 0)}  # a Python 0
+
+    assert jax.jit(lambda: weak_init_fn(None, jnp.arange(2)))()[1]["step"].weak_type
+    runner = place(weak_init_fn, lambda a, e, k: (a, e, {}), num_envs=4)
+    carry = runner.init(np.asarray([0]))
+    assert not any(x.weak_type for x in jax.tree.leaves(carry))

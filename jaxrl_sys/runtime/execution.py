@@ -48,6 +48,17 @@ def all_finite(tree: PyTree) -> jax.Array:
         return jnp.array(True)
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
 
+def strongly_typed(tree: PyTree) -> PyTree:
+    """`tree` with every weakly typed leaf (a Python number's type, as an env's step counter
+    often has) made strongly typed, of the same dtype and value. A restored checkpoint's
+    arrays are strongly typed, so a carry built this way compiles the same chunk program
+    whether it was initialised or restored (a resumed run then finds it in the compilation
+    cache)."""
+    return jax.tree.map(
+        lambda x: jax.lax.convert_element_type(x, x.dtype) if getattr(x, "weak_type", False)
+        else x, tree)
+
+
 InitFn = Callable[[jax.Array, jax.Array], tuple[PyTree, PyTree]]
 StepFn = Callable[[PyTree, PyTree, jax.Array], tuple[PyTree, PyTree, Metrics]]
 # eval_fn(agent_state, key, episode_ids) -> (returns, lengths) for the local episode ids.
@@ -286,7 +297,7 @@ def place_rows(
         init_fn, _, _ = build(row_settings)
         init_key, run_key = jax.random.split(jax.random.PRNGKey(seed))
         agent_state, env_state = init_fn(init_key, local_env_ids())
-        return Carry(agent_state, env_state, run_key)
+        return strongly_typed(Carry(agent_state, env_state, run_key))
 
     def chunk_one_row(carry: Carry, row_settings: Settings) -> tuple[Carry, Metrics]:
         _, step_fn, eval_fn = build(row_settings)
