@@ -49,7 +49,6 @@ def test_a_win_in_one_and_a_forced_block_are_classified(env):
     assert safe[0][0] and not safe[0][2:].any()  # the win is safe; 2..6 let column 1 win
 
 
-
 def test_env_steps_of_a_chunk_count_a_resumed_runs_repeated_records_once(tmp_path):
     """A run killed after chunk 1's checkpoint and resumed logs chunk 2 twice; chunk 3 is
     still the fourth chunk's steps, not the fourth line's."""

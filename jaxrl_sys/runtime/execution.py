@@ -48,6 +48,7 @@ def all_finite(tree: PyTree) -> jax.Array:
         return jnp.array(True)
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
 
+
 def strongly_typed(tree: PyTree) -> PyTree:
     """`tree` with every weakly typed leaf (a Python number's type, as an env's step counter
     often has) made strongly typed, of the same dtype and value. A restored checkpoint's
