@@ -254,6 +254,36 @@ def test_value_targets_come_from_the_target_network():
         assert np.isclose(mean, float(aux["value_target_mean"]), rtol=1e-6) == should_match
 
 
+def test_mixed_value_targets_move_z_towards_the_stored_root_value():
+    """(1 - mix) z + mix q, by hand: 0 keeps the returns, 1 gives the root values."""
+    z = jnp.array([[1.0, -1.0, 0.0]])
+    q = jnp.array([[0.5, 0.25, -0.5]])
+    np.testing.assert_array_equal(muzero.mixed_value_targets(z, q, 0.0), z)
+    np.testing.assert_allclose(muzero.mixed_value_targets(z, q, 0.5), [[0.75, -0.375, -0.25]])
+    np.testing.assert_allclose(muzero.mixed_value_targets(z, q, 1.0), q)
+
+
+def test_value_target_mix_reaches_the_loss_through_the_stored_root_values():
+    """With `value_target_mix` 0.5 the loss's mean target at each row's first step is the
+    mean of the bootstrapped return and the stored root value there (alive rows)."""
+    loss, params, target, batch, _, network, config = loss_setup("env")
+    value_support, _ = muzero.supports(config)
+    mixed = dataclasses.replace(config, value_target_mix=0.5)
+    mixed_loss = functools.partial(
+        muzero.muzero_loss, network=network, config=mixed, value_support=value_support,
+        reward_support=muzero.supports(config)[1], discount=config.gamma)
+    alive, _ = muzero.unroll_masks(batch.terminated, batch.truncated, batch.valid, K)
+    z = muzero.bootstrapped_value_targets(
+        batch, lambda obs: muzero.observation_values(network, value_support, target, obs),
+        K, N_STEP, config.gamma)
+    expected = jnp.where(alive, 0.5 * z + 0.5 * batch.root_value[:, : K + 1], 0.0)[:, 0]
+    _, (_, aux) = mixed_loss(params, target, batch)
+    np.testing.assert_allclose(float(aux["value_target_mean"]), float(jnp.mean(expected)),
+                               rtol=1e-5)
+    _, (_, plain) = loss(params, target, batch)
+    assert not np.isclose(float(aux["value_target_mean"]), float(plain["value_target_mean"]))
+
+
 def test_later_unroll_steps_weigh_one_over_k():
     np.testing.assert_allclose(muzero.unroll_step_weights(4), [1.0, 0.25, 0.25, 0.25, 0.25])
 

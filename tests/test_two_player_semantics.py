@@ -37,7 +37,8 @@ from jaxrl_sys import envs
 from jaxrl_sys.agents import muzero
 from jaxrl_sys.agents.muzero import agent as muzero_agent
 from jaxrl_sys.core import replay, two_player
-from jaxrl_sys.core.rollout import legal_actions, reset_envs, step_envs
+from jaxrl_sys.core.config import ConfigError
+from jaxrl_sys.core.rollout import legal_actions
 from jaxrl_sys.tools import arena
 
 GAME = "pgx:connect_four"
@@ -484,3 +485,121 @@ def test_value_scale_weighs_a_proven_win_against_a_confident_prior(env, step_fn,
         True, s))(confident, positions)
     assert int(out.action[0]) == 0
     assert float(out.policy[0, 0]) > 0.5
+
+
+# ------------------------------------------------------------------ mirror images of a board
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("game", ["pgx:connect_four", "pgx:tic_tac_toe"])
+def test_a_games_declared_mirror_image_is_the_same_game(game):
+    """Random games and their mirror images (every move m played as A-1-m) side by side:
+    at every ply the observations are each other's reversal along `mirror_axes`, the legal
+    moves each other's reversal, and rewards and ends equal. This is what makes a mirrored
+    replay row (`mirrored_rows`) a true sample."""
+    env = envs.make(game)
+    axes = env.spec.mirror_axes
+    num_actions = env.spec.action_space.n
+    assert axes
+    games, plies = 16, env.spec.max_episode_steps
+
+    def play(key):
+        obs, state = env.reset(key)
+        mirror_obs, mirror_state = obs, state
+
+        def ply(carry, k):
+            obs, state, mirror_obs, mirror_state = carry
+            legal = env.legal_actions(state)
+            move = muzero_agent.random_legal_actions(k, legal[None])[0]
+            mirror_legal = env.legal_actions(mirror_state)
+            obs, state, reward, term, trunc, _ = env.step(k, state, move)
+            mirror_obs, mirror_state, mirror_reward, mirror_term, mirror_trunc, _ = env.step(
+                k, mirror_state, num_actions - 1 - move)
+            same = (jnp.array_equal(jnp.flip(obs, axes), mirror_obs)
+                    & jnp.array_equal(jnp.flip(legal), mirror_legal)
+                    & (reward == mirror_reward) & (term == mirror_term)
+                    & (trunc == mirror_trunc))
+            return (obs, state, mirror_obs, mirror_state), (same, term)
+
+        _, (same, ended) = jax.lax.scan(ply, (obs, state, mirror_obs, mirror_state),
+                                        jax.random.split(key, plies))
+        return same, ended
+
+    same, ended = jax.jit(jax.vmap(play))(jax.random.split(jax.random.PRNGKey(0), games))
+    assert bool(jnp.all(same))
+    assert int(ended.sum()) >= games  # the games ran to their ends (and auto-reset)
+
+
+def test_mirrored_rows_reverse_the_odd_rows_only():
+    """Odd rows of a sampled batch become their mirror images (observations reversed along
+    the declared axes, moves m -> A-1-m, policies and legal masks reversed); even rows and
+    everything a mirror leaves alone (rewards, ends, validity, weights) are untouched, and
+    mirroring twice gives the batch back."""
+    rows, length, num_actions = 4, 3, 7
+    rng = np.random.default_rng(0)
+    obs = jnp.asarray(rng.normal(size=(rows, length, 6, 7, 2)), jnp.float32)
+    batch = muzero.Batch(
+        obs=obs, action=jnp.asarray(rng.integers(0, num_actions, (rows, length)), jnp.int32),
+        reward=jnp.asarray(rng.normal(size=(rows, length)), jnp.float32),
+        terminated=jnp.zeros((rows, length), bool), truncated=jnp.zeros((rows, length), bool),
+        next_obs=obs + 1.0, valid=jnp.ones((rows, length), bool), weights=jnp.ones(rows),
+        policy=jax.nn.softmax(jnp.asarray(rng.normal(size=(rows, length, num_actions)))),
+        legal=jnp.asarray(rng.random((rows, length, num_actions)) < 0.5),
+        root_value=jnp.asarray(rng.normal(size=(rows, length)), jnp.float32))
+    mirrored = muzero.mirrored_rows(batch, (1,))
+    for row in range(rows):
+        flip = row % 2 == 1
+        expect = lambda x, f: np.asarray(f(x[row]) if flip else x[row])  # noqa: E731
+        np.testing.assert_array_equal(mirrored.obs[row],
+                                      expect(batch.obs, lambda x: x[:, :, ::-1]))
+        np.testing.assert_array_equal(mirrored.next_obs[row],
+                                      expect(batch.next_obs, lambda x: x[:, :, ::-1]))
+        np.testing.assert_array_equal(mirrored.action[row],
+                                      expect(batch.action, lambda a: num_actions - 1 - a))
+        np.testing.assert_array_equal(mirrored.policy[row],
+                                      expect(batch.policy, lambda p: p[:, ::-1]))
+        np.testing.assert_array_equal(mirrored.legal[row],
+                                      expect(batch.legal, lambda m: m[:, ::-1]))
+    for name in ("reward", "terminated", "truncated", "valid", "weights", "root_value"):
+        np.testing.assert_array_equal(getattr(mirrored, name), getattr(batch, name))
+    twice = muzero.mirrored_rows(mirrored, (1,))
+    jax.tree.map(np.testing.assert_array_equal, twice, batch)
+
+
+def test_mirror_augment_is_refused_for_a_game_without_a_mirror_image():
+    """A game that declares no mirror image (CartPole here) gets a one-line config error."""
+    config = dataclasses.replace(muzero.default_config("CartPole-v1"), mirror_augment=True)
+    with pytest.raises(ConfigError, match="mirror_augment needs a game with a declared mirror image"):
+        muzero.make(envs.make("CartPole-v1"), config, axis_name=None)
+
+
+@pytest.mark.slow
+def test_mirror_augment_trains_on_the_mirrored_batch(env):
+    """The agent with `mirror_augment` takes the same learner step on a sampled batch as the
+    agent without it takes on `mirrored_rows` of that batch: the augmentation sits between
+    sampling and the gradient, and nothing else changes."""
+    plain, state = alphazero(env)
+    mirrored_agent, _ = alphazero(env, mirror_augment=True)
+    rows, length = 4, plain.config.sequence_length
+    num_actions = env.spec.action_space.n
+    keys = jax.random.split(jax.random.PRNGKey(3), 5)
+    batch = muzero.Batch(
+        obs=jax.random.bernoulli(keys[0], 0.3, (rows, length, *env.spec.obs_shape)).astype(
+            jnp.float32),
+        action=jax.random.randint(keys[1], (rows, length), 0, num_actions),
+        reward=jnp.zeros((rows, length)).at[:, 9].set(1.0),
+        terminated=jnp.zeros((rows, length), bool).at[:, 9].set(True),
+        truncated=jnp.zeros((rows, length), bool),
+        next_obs=jax.random.bernoulli(keys[2], 0.3, (rows, length, *env.spec.obs_shape)).astype(
+            jnp.float32),
+        policy=jax.nn.softmax(jax.random.normal(keys[3], (rows, length, num_actions))),
+        legal=jnp.ones((rows, length, num_actions), bool), valid=jnp.ones((rows, length), bool),
+        weights=jnp.ones(rows), root_value=jax.random.uniform(keys[4], (rows, length)))
+    key = jax.random.PRNGKey(4)
+    with_augment = jax.jit(mirrored_agent.update)(state, batch, key)
+    by_hand = jax.jit(plain.update)(state, muzero.mirrored_rows(batch, env.spec.mirror_axes), key)
+    without = jax.jit(plain.update)(state, batch, key)
+    jax.tree.map(np.testing.assert_array_equal, with_augment, by_hand)
+    changed = jax.tree.map(lambda a, b: not np.array_equal(a, b), with_augment[0].params,
+                           without[0].params)
+    assert any(jax.tree.leaves(changed))

@@ -45,6 +45,8 @@ class EnvSpec:
     `num_agents` > 1 is a cooperative team acting at once: observations [N, ...] (`obs_shape`
     starts with N), actions [N], one team reward, and a global state of `state_shape` for
     centralised critics and mixers (`jaxrl_sys.envs.jaxmarl_env`).
+    `mirror_axes` names the observation axes whose reversal, with the order of the discrete
+    actions reversed, maps the game onto itself (a board's mirror image); () declares none.
     """
 
     name: str
@@ -55,6 +57,7 @@ class EnvSpec:
     num_players: int = 1
     num_agents: int = 1
     state_shape: tuple[int, ...] = ()
+    mirror_axes: tuple[int, ...] = ()
 
     @property
     def discrete(self) -> bool:

@@ -30,6 +30,10 @@ DEFAULT_MAX_STEPS = 1024
 # games in which one player can move several times in a row (our two-player agents assume
 # the mover alternates: the next state's value is the opponent's)
 NOT_ALTERNATING = ("backgammon",)
+# games whose board mirrored along these observation axes, with the moves' order reversed,
+# is the same game: connect four's columns left to right; tic-tac-toe's cells (row-major
+# move ids) turned half a circle
+MIRROR_AXES = {"connect_four": (1,), "tic_tac_toe": (0, 1)}
 
 
 @struct.dataclass
@@ -65,6 +69,7 @@ class PgxEnv:
             action_space=Discrete(self.pgx_env.num_actions),
             max_episode_steps=MAX_STEPS.get(game, DEFAULT_MAX_STEPS),
             num_players=2,
+            mirror_axes=MIRROR_AXES.get(game, ()),
         )
 
     @property

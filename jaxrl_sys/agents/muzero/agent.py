@@ -32,8 +32,9 @@ from jaxrl_sys.agents.muzero.networks import MuZeroNetwork, build_network, suppo
 from jaxrl_sys.agents.muzero.search import (
     SearchOutput, bind_recurrent_fn, run_search, search_actions, search_rows,
 )
-from jaxrl_sys.agents.muzero.targets import Batch, reanalysed_policies
+from jaxrl_sys.agents.muzero.targets import Batch, mirrored_rows, reanalysed_policies
 from jaxrl_sys.core import collectives, replay
+from jaxrl_sys.core.config import ConfigError
 from jaxrl_sys.core.learner import (
     TargetNetState, batch_placement_problem, gradient_step, init_target_net_state, learn_after_warmup,
     learning_rate, local_batch_size, priority_beta, replay_updates,
@@ -149,12 +150,13 @@ def collect(state: State, env_state: EnvState, key: jax.Array, *, env: Env, conf
 
 
 def update(state: State, batch: Batch, key: jax.Array, *, grad_fn: Callable,
-           reanalyse: Callable[..., jax.Array], optimizer: optax.GradientTransformation,
-           config: Config, axis_name: Optional[str]) -> tuple[State, Metrics, jax.Array]:
+           reanalyse: Callable[..., jax.Array], augment: Callable[[Batch], Batch],
+           optimizer: optax.GradientTransformation, config: Config,
+           axis_name: Optional[str]) -> tuple[State, Metrics, jax.Array]:
     """One gradient step on sequences [B, L, ...]; returns the new state, metrics and new
     priorities [B] (the absolute value error at each row's first step). `key` drives
-    reanalyse."""
-    batch = batch.replace(policy=reanalyse(state.target_params, batch, key))
+    reanalyse; `augment` maps the batch to the rows trained on (mirror images, or itself)."""
+    batch = augment(batch.replace(policy=reanalyse(state.target_params, batch, key)))
     grads, (value_error, aux) = grad_fn(state.params, state.target_params, batch)
     new_state = gradient_step(state, grads, optimizer, axis_name=axis_name, tau=1.0,
                               target_update_period=config.target_update_period)
@@ -202,6 +204,9 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
     optimizer = build_optimizer(config)
     value_support, reward_support = supports(config)
     two_player = getattr(spec, "num_players", 1) == 2
+    if config.mirror_augment and not spec.mirror_axes:
+        raise ConfigError(f"mirror_augment needs a game with a declared mirror image "
+                          f"(pgx:connect_four, pgx:tic_tac_toe); {spec.name} declares none")
     # the value after a move belongs to the opponent in a two-player zero-sum game
     step_discount = -config.gamma if two_player else config.gamma
     recurrent_fn = bind_recurrent_fn(env, network, config, value_support, reward_support,
@@ -215,9 +220,13 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
     reanalyse = functools.partial(reanalysed_policies, search=search,
                                   reanalyse_fraction=config.reanalyse_fraction,
                                   unroll_steps=config.unroll_steps)
+    if config.mirror_augment:
+        augment = functools.partial(mirrored_rows, mirror_axes=spec.mirror_axes)
+    else:
+        augment = lambda batch: batch  # noqa: E731
     update_fn = functools.partial(update, grad_fn=jax.grad(loss, has_aux=True),
-                                  reanalyse=reanalyse, optimizer=optimizer, config=config,
-                                  axis_name=axis_name)
+                                  reanalyse=reanalyse, augment=augment, optimizer=optimizer,
+                                  config=config, axis_name=axis_name)
     learn_fn = functools.partial(learn, update_fn=update_fn, config=config, axis_name=axis_name)
 
     def train_step(state: State, env_state: EnvState, key: jax.Array

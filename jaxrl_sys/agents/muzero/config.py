@@ -46,6 +46,11 @@ class Config(RolloutBudget):
     # value the acting search stored for that state (the paper's `root_values`: no network
     # pass, but values as old as the stored step)
     value_bootstrap: str = "target"
+    # the weight of the stored search root value q of each position in its value target:
+    # 0 trains on the n-step return z alone (a board game's result with n covering the game),
+    # 0.5 on the mean of z and q (which trained connect-four AlphaZero faster in Oracle's
+    # "Lessons from AlphaZero", part 4)
+    value_target_mix: float = 0.0
     dynamics_grad_scale: float = 0.5
     value_loss_weight: float = 1.0
     value_max: float = 60.0  # |raw value| covered by the value support
@@ -82,6 +87,10 @@ class Config(RolloutBudget):
     # the first plies of every episode are uniform random legal moves (self-play openings
     # the search alone would never try; their policy targets are still the search's)
     opening_plies: int = 0
+    # games whose spec declares a mirror image (`EnvSpec.mirror_axes`: connect four,
+    # tic-tac-toe): every other sampled row is trained on as its mirror image, twice the
+    # distinct positions from the same self-play (AlphaGo Zero's symmetry augmentation)
+    mirror_augment: bool = False
     priority_alpha: float = 0.5
     priority_beta_start: float = 0.4  # annealed to 1 over training
     # fraction of sampled rows (every round(1/f)-th) whose policy targets are searched afresh
@@ -148,7 +157,7 @@ class Config(RolloutBudget):
                        "reward_max", "dirichlet_alpha", "value_loss_weight", "rule_loss_weight")
         check_unit_interval(self, "gamma", "final_lr_fraction", "dynamics_grad_scale",
                             "dirichlet_fraction", "priority_alpha", "priority_beta_start",
-                            "reanalyse_fraction")
+                            "reanalyse_fraction", "value_target_mix")
         check_choice(self, "search", SEARCHES)
         check_choice(self, "model", MODELS)
         check_choice(self, "value_bootstrap", VALUE_BOOTSTRAPS)

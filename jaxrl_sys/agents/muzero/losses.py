@@ -150,6 +150,26 @@ def consistency_loss(network: MuZeroNetwork, params, predicted_latents: jax.Arra
     return -jnp.sum(similarity * alive * step_weights[1:], 1)
 
 
+def mixed_value_targets(returns: jax.Array, root_values: jax.Array, mix: float) -> jax.Array:
+    """Value targets [B, K+1]: the n-step returns z [B, K+1] moved towards the stored search
+    root values q [B, K+1] of the same positions by `mix` ((1 - mix) z + mix q).
+
+    z of a board game is its result, true but noisy for early positions; q is the search's
+    estimate when the move was played, less noisy but biased by the network of its day.
+
+    Args:
+        returns: [B, K+1] n-step value targets z.
+        root_values: [B, K+1] stored root values q.
+        mix: the weight of q, in [0, 1].
+
+    Returns:
+        [B, K+1] value targets.
+    """
+    if mix == 0:
+        return returns
+    return (1.0 - mix) * returns + mix * root_values
+
+
 def categorical_cross_entropy(logits: jax.Array, scalar: jax.Array, support: Support
                               ) -> jax.Array:
     """Cross-entropy [...] of logits [..., bins] against raw scalar targets [...], encoded
@@ -249,6 +269,7 @@ def muzero_loss(params, target_params, batch: Batch, *, network: MuZeroNetwork,
         value_fn = lambda obs: observation_values(network, value_support, target_params, obs)  # noqa: E731
         z = jax.lax.stop_gradient(
             bootstrapped_value_targets(batch, value_fn, K, config.n_step, discount))
+    z = mixed_value_targets(z, batch.root_value[:, : K + 1], config.value_target_mix)
     z = jnp.where(alive, z, 0.0)
     policy_targets = batch.policy[:, : K + 1]
     policy_mask = alive.astype(jnp.float32)

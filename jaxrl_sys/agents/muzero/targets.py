@@ -151,6 +151,30 @@ def search_value_targets(
     return jax.vmap(target_from, out_axes=1)(jnp.arange(unroll_steps + 1))
 
 
+def mirrored_rows(batch: Batch, mirror_axes: tuple[int, ...]) -> Batch:
+    """Sequences [B, L, ...] with every odd row replaced by its mirror image: observations
+    reversed along `mirror_axes` (axes of one observation), and the moves [B, L] and the
+    per-move policies and legal masks [B, L, A] in reversed move order.
+
+    For a game that its mirror image maps onto itself (`EnvSpec.mirror_axes`) the mirrored row
+    is as true a sample as the stored one (rewards, ends and values unchanged), so the learner
+    sees both sides of the positions it replays (AlphaGo Zero's symmetry augmentation).
+    """
+    num_actions = batch.policy.shape[-1]
+    obs_axes = tuple(2 + axis for axis in mirror_axes)
+
+    def odd_rows_as(x: jax.Array, mirror: Callable[[jax.Array], jax.Array]) -> jax.Array:
+        return x.at[1::2].set(mirror(x[1::2]))
+
+    return batch.replace(
+        obs=odd_rows_as(batch.obs, lambda x: jnp.flip(x, obs_axes)),
+        next_obs=odd_rows_as(batch.next_obs, lambda x: jnp.flip(x, obs_axes)),
+        action=odd_rows_as(batch.action, lambda a: num_actions - 1 - a),
+        policy=odd_rows_as(batch.policy, lambda p: jnp.flip(p, -1)),
+        legal=odd_rows_as(batch.legal, lambda m: jnp.flip(m, -1)),
+    )
+
+
 def reanalysed_policies(target_params, batch: Batch, key: jax.Array, *,
                         search: Callable[..., SearchOutput], reanalyse_fraction: float,
                         unroll_steps: int) -> jax.Array:
