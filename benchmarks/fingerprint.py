@@ -81,6 +81,10 @@ def compare(before: str, after: str) -> int:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("cases", nargs="*", help="agent:env cases (default: every promise)")
+    parser.add_argument("--shipped", action="store_true",
+                        help="train each case's shipped config, leaving out its promise's "
+                             "overrides (a promise's budget may differ between the commits "
+                             "compared while the shipped defaults do not)")
     parser.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"),
                         help="compare two fingerprint files instead of training")
     args = parser.parse_args(argv)
@@ -93,7 +97,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             case = f"{name}:{promise.env}"
             if envs.is_host_env(promise.env) or (args.cases and case not in args.cases):
                 continue
-            print(json.dumps(fingerprint(name, promise.env, promise.overrides)), flush=True)
+            overrides = () if args.shipped else promise.overrides
+            print(json.dumps(fingerprint(name, promise.env, overrides)), flush=True)
     return 0
 
 

@@ -179,6 +179,10 @@ class _LoweredChunk:
         compiled = self._lowered.compile()
         return lambda carry: compiled(carry, self._owner.settings)
 
+    def compiled_text(self) -> str:
+        """The optimised HLO text of the compiled chunk (`tools.op_counts` reads it)."""
+        return self._lowered.compile().as_text()
+
 
 @dataclasses.dataclass(frozen=True)
 class Runner:
