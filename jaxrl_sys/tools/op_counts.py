@@ -141,41 +141,35 @@ def loop_bodies(hlo_text: str) -> list[LoopBody]:
     sources = _source_names(hlo_text)
     loops: list[LoopBody] = []
 
-    def count(name: str, depth: int, record: bool) -> tuple[int, int, int, int]:
-        """(ops, fusions, collectives, custom calls) of computation `name`; nested loops
-        are appended to `loops` when `record` (the costlier branch of a conditional is
-        counted twice otherwise)."""
-        ops = fusions = collectives = custom_calls = 0
+    def count(name: str, depth: int, record: bool) -> list[int]:
+        """[ops, fusions, collectives, custom calls] of computation `name`; nested loops
+        are appended to `loops` when `record` (off while the branches of a conditional are
+        compared, so the costlier one's loops are listed once)."""
+        totals = [0, 0, 0, 0]
         for instruction in computations.get(name, ()):
             op = instruction.opcode
             if op in FREE_OPS or op in DONE_OPS:
                 continue
             if op == "call":
                 sub = count(instruction.called["to_apply"][0], depth, record)
-                ops, fusions, collectives, custom_calls = (
-                    a + b for a, b in zip((ops, fusions, collectives, custom_calls), sub))
+                totals = [a + b for a, b in zip(totals, sub)]
                 continue
-            ops += 1
-            fusions += op == "fusion"
-            collectives += op in COLLECTIVE_OPS
-            custom_calls += op == "custom-call"
+            own = [1, op == "fusion", op in COLLECTIVE_OPS, op == "custom-call"]
+            totals = [a + b for a, b in zip(totals, own)]
             if op == "conditional":
                 branches = (instruction.called.get("branches")
                             or instruction.called.get("true_computation", ())
                             + instruction.called.get("false_computation", ()))
-                counts = [count(b, depth, False) for b in branches]
-                costliest = max(range(len(counts)), key=lambda i: counts[i][0])
-                sub = count(branches[costliest], depth, record)
-                ops, fusions, collectives, custom_calls = (
-                    a + b for a, b in zip((ops, fusions, collectives, custom_calls), sub))
+                costliest = max(branches, key=lambda b: count(b, depth, False)[0])
+                sub = count(costliest, depth, record)
+                totals = [a + b for a, b in zip(totals, sub)]
             elif op == "while" and record:
-                body = instruction.called["body"][0]
                 at = len(loops)
                 loops.append(None)  # keeps outer loops before the loops they contain
-                body_counts = count(body, depth + 1, True)
+                body_counts = count(instruction.called["body"][0], depth + 1, True)
                 source = sources.get(instruction.frame, "?") if instruction.frame else "?"
                 loops[at] = LoopBody(source, depth, instruction.trip_count, *body_counts)
-        return ops, fusions, collectives, custom_calls
+        return totals
 
     count(entry, 0, True)
     return loops

@@ -204,9 +204,6 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
     optimizer = build_optimizer(config)
     value_support, reward_support = supports(config)
     two_player = getattr(spec, "num_players", 1) == 2
-    if config.mirror_augment and not spec.mirror_axes:
-        raise ConfigError(f"mirror_augment needs a game with a declared mirror image "
-                          f"(pgx:connect_four, pgx:tic_tac_toe); {spec.name} declares none")
     # the value after a move belongs to the opponent in a two-player zero-sum game
     step_discount = -config.gamma if two_player else config.gamma
     recurrent_fn = bind_recurrent_fn(env, network, config, value_support, reward_support,
@@ -221,6 +218,9 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
                                   reanalyse_fraction=config.reanalyse_fraction,
                                   unroll_steps=config.unroll_steps)
     if config.mirror_augment:
+        if not spec.mirror_axes:
+            raise ConfigError(f"mirror_augment needs a game with a declared mirror image "
+                              f"(EnvSpec.mirror_axes); {spec.name} declares none")
         augment = functools.partial(mirrored_rows, mirror_axes=spec.mirror_axes)
     else:
         augment = lambda batch: batch  # noqa: E731
