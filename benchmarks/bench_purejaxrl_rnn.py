@@ -40,16 +40,23 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
 import os
 import statistics
 import sys
 import time
 import types
 from pathlib import Path
-from typing import Any
+
+from purejaxrl_checkout import GET_PUREJAXRL, UsageError, load_purejaxrl
 
 LAST_ITERATIONS = 10  # the final training return: episodes that ended in these iterations
+# purejaxrl/ppo_rnn.py's `__main__` config (DEBUG off: no per-episode prints)
+PUREJAXRL_CONFIG = {
+    "LR": 2.5e-4, "NUM_ENVS": 4, "NUM_STEPS": 128, "TOTAL_TIMESTEPS": 5e5, "UPDATE_EPOCHS": 4,
+    "NUM_MINIBATCHES": 4, "GAMMA": 0.99, "GAE_LAMBDA": 0.95, "CLIP_EPS": 0.2, "ENT_COEF": 0.01,
+    "VF_COEF": 0.5, "MAX_GRAD_NORM": 0.5, "ENV_NAME": "CartPole-v1", "ANNEAL_LR": True,
+    "DEBUG": False,
+}
 
 
 def our_config(total_steps: int, memory: str):
@@ -93,125 +100,6 @@ def build_ours(total_steps: int, memory: str):
         return float(returns / max(count, 1.0))
 
     return train, config.num_iterations * config.steps_per_iteration
-
-
-GET_PUREJAXRL = "git clone https://github.com/luchris429/purejaxrl"
-# purejaxrl/ppo_rnn.py's `__main__` config (DEBUG off: no per-episode prints)
-PUREJAXRL_CONFIG = {
-    "LR": 2.5e-4, "NUM_ENVS": 4, "NUM_STEPS": 128, "TOTAL_TIMESTEPS": 5e5, "UPDATE_EPOCHS": 4,
-    "NUM_MINIBATCHES": 4, "GAMMA": 0.99, "GAE_LAMBDA": 0.95, "CLIP_EPS": 0.2, "ENT_COEF": 0.01,
-    "VF_COEF": 0.5, "MAX_GRAD_NORM": 0.5, "ENV_NAME": "CartPole-v1", "ANNEAL_LR": True,
-    "DEBUG": False,
-}
-PUREJAXRL_GRU_WIDTH = 128  # ppo_rnn.py's `ScannedRNN.initialize_carry(NUM_ENVS, 128)`
-# wrappers.py imports these at its top for its Brax and navix wrappers, unused by ppo_rnn.py
-STAND_INS = ("brax", "brax.envs", "brax.envs.wrappers", "brax.envs.wrappers.training", "navix")
-
-
-class UsageError(Exception):
-    """Bad input, reported as one line and exit status 2."""
-
-
-def purejaxrl_folder(checkout: Path | None) -> Path:
-    """The `purejaxrl/` folder holding ppo_rnn.py and wrappers.py, given a checkout's root (or
-    that folder itself)."""
-    if checkout is None:
-        raise UsageError(f"PureJaxRL's side needs --purejaxrl PATH, a checkout of it "
-                         f"({GET_PUREJAXRL}); --memory lstm runs ours only")
-    for folder in (checkout / "purejaxrl", checkout):
-        if (folder / "ppo_rnn.py").is_file() and (folder / "wrappers.py").is_file():
-            return folder
-    raise UsageError(f"--purejaxrl {checkout}: no purejaxrl/ppo_rnn.py and wrappers.py there "
-                     f"(get a checkout with `{GET_PUREJAXRL}`)")
-
-
-class FiveTupleStep:
-    """A gymnax 1.x env seen through gymnax 0.0.x's step, the one PureJaxRL's wrappers unpack:
-    (obs, state, reward, done, info), done = terminated or truncated."""
-
-    def __init__(self, env: Any):
-        self._env = env
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._env, name)
-
-    def step(self, key: Any, state: Any, action: Any, params: Any = None) -> tuple:
-        """gymnax 1.x's step (auto-reset included) with its two end flags folded into one."""
-        import jax.numpy as jnp
-
-        obs, state, reward, terminated, truncated, info = self._env.step(key, state, action,
-                                                                         params)
-        return obs, state, reward, jnp.logical_or(terminated, truncated), info
-
-
-def gymnax_adapter() -> types.SimpleNamespace:
-    """What ppo_rnn.py's global `gymnax` is used for (`gymnax.make`), giving FiveTupleStep envs."""
-    import gymnax
-
-    def make(name: str, **kwargs: Any) -> tuple[FiveTupleStep, Any]:
-        env, params = gymnax.make(name, **kwargs)
-        return FiveTupleStep(env), params
-
-    return types.SimpleNamespace(make=make)
-
-
-def flax_linen_adapter() -> types.ModuleType:
-    """flax.linen with a `GRUCell` taking flax < 0.7.1's call forms: `GRUCell()` (the width as
-    a default) and the static `GRUCell.initialize_carry(key, batch_dims, size)`."""
-    import flax.linen as nn
-
-    class GRUCell(nn.GRUCell):
-        """flax's GRUCell, its width defaulting to ppo_rnn.py's 128."""
-
-        features: int = PUREJAXRL_GRU_WIDTH
-
-        @staticmethod
-        def initialize_carry(key: Any, batch_dims: tuple[int, ...], size: int) -> Any:
-            """The zero carry of a cell of width `size` for inputs of `batch_dims`."""
-            return nn.GRUCell(features=size, parent=None).initialize_carry(
-                key, (*batch_dims, size))
-
-    linen = types.ModuleType("flax.linen")
-    linen.__dict__.update({k: v for k, v in vars(nn).items() if not k.startswith("__")})
-    linen.GRUCell = GRUCell
-    return linen
-
-
-def load_file(name: str, path: Path) -> types.ModuleType:
-    """The Python file at `path` executed as module `name`; a missing import is a UsageError."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except ImportError as e:
-        raise UsageError(f"{path}: {e} (PureJaxRL's ppo_rnn.py needs distrax, gymnax, flax, "
-                         "optax and chex)") from e
-    return module
-
-
-def load_purejaxrl(checkout: Path | None) -> types.ModuleType:
-    """PureJaxRL's ppo_rnn.py as a module, loaded from the checkout (its `from wrappers import
-    ...` finds the checkout's wrappers.py), its `gymnax` and `nn` bound to our adapters."""
-    folder = purejaxrl_folder(checkout)
-    saved = {name: sys.modules.get(name) for name in (*STAND_INS, "wrappers")}
-    try:
-        for name in STAND_INS:
-            sys.modules[name] = types.ModuleType(name)
-        sys.modules["brax"].envs = sys.modules["brax.envs"]
-        training = sys.modules["brax.envs.wrappers.training"]
-        training.EpisodeWrapper = training.AutoResetWrapper = object
-        wrappers = load_file("wrappers", folder / "wrappers.py")
-        sys.modules["wrappers"] = wrappers  # ppo_rnn.py: `from wrappers import ...`
-        ppo_rnn = load_file("purejaxrl_ppo_rnn", folder / "ppo_rnn.py")
-    finally:
-        for name, module in saved.items():
-            if module is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = module
-    ppo_rnn.gymnax = gymnax_adapter()
-    ppo_rnn.nn = flax_linen_adapter()
-    return ppo_rnn
 
 
 def build_theirs(total_steps: int, ppo_rnn: types.ModuleType):

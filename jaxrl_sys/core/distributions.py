@@ -34,7 +34,10 @@ def categorical_log_prob(logits: jax.Array, actions: jax.Array) -> jax.Array:
         [...] log-probabilities.
     """
     log_probs = jax.nn.log_softmax(logits)
-    return jnp.take_along_axis(log_probs, actions[..., None].astype(jnp.int32), axis=-1)[..., 0]
+    # a masked sum, not a gather: it fuses with the softmax (and its gradient is a select,
+    # not a scatter-add) and gives the same bits, masked-out -inf entries included
+    taken = actions[..., None].astype(jnp.int32) == jnp.arange(logits.shape[-1])
+    return jnp.sum(jnp.where(taken, log_probs, 0.0), axis=-1)
 
 
 def categorical_entropy(logits: jax.Array) -> jax.Array:

@@ -48,8 +48,10 @@ def gae(
         advantage = delta + gamma * lam * continues * carry
         return advantage, advantage
 
+    # unrolled 16 steps a loop iteration: an accelerator launches a few kernels per
+    # iteration, and this body is a couple of multiply-adds (the same bits at any unroll)
     _, advantages = jax.lax.scan(
-        backward, jnp.zeros_like(values[0]), (deltas, not_done), reverse=True
+        backward, jnp.zeros_like(values[0]), (deltas, not_done), reverse=True, unroll=16
     )
     return advantages, advantages + values
 

@@ -119,6 +119,37 @@ def episode_metrics(info: dict, axis_name: Optional[str]) -> Metrics:
     return collectives.psum(sums, axis_name)
 
 
+def episode_tally(info: dict) -> Metrics:
+    """One step's finished episodes per env: `episode_return_sum`, `episode_length_sum` and
+    `episode_count`, each [B]. Added up in a rollout's carry and reduced once after it
+    (`episode_totals`), so the loop body holds no reduction over the batch.
+
+    Args:
+        info: step infos with `episode_done`, `episode_return` and `episode_length` [B].
+
+    Returns:
+        The three float32 [B] arrays, zero where no episode ended.
+    """
+    done = info["episode_done"].astype(jnp.float32)
+    return {
+        "episode_return_sum": info["episode_return"].astype(jnp.float32) * done,
+        "episode_length_sum": info["episode_length"].astype(jnp.float32) * done,
+        "episode_count": done,
+    }
+
+
+def empty_tally(num_envs: int) -> Metrics:
+    """Zero `episode_tally`s of `num_envs` envs, a rollout's starting carry."""
+    zeros = jnp.zeros((num_envs,), jnp.float32)
+    return {"episode_return_sum": zeros, "episode_length_sum": zeros, "episode_count": zeros}
+
+
+def episode_totals(tally: Metrics, axis_name: Optional[str]) -> Metrics:
+    """`episode_metrics`' float32 scalars from per-env tallies [B] (`episode_tally` summed over
+    a rollout), summed over envs and devices."""
+    return collectives.psum(jax.tree.map(jnp.sum, tally), axis_name)
+
+
 def legal_actions(env: Env, env_state: PyTree) -> jax.Array:
     """Legal-action masks bool [B, n] of a batch of env states (all True if the env has none).
 

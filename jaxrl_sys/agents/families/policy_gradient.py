@@ -54,11 +54,13 @@ class ClippedPPOConfig(RolloutBudget):
     activation: str = "tanh"
     memory: str = "none"  # or "gru", "lstm": a recurrent core (minibatches of whole sequences)
     memory_size: int = 128  # units of the recurrent core
+    # lax.scan's unroll of the rollout loop: speed only (the same bits at any value, tested)
+    rollout_unroll: int = 1
 
     def validate(self) -> None:
         """Reject values that cannot work, with one line naming the field."""
         check_at_least(self, 1, "total_steps", "num_envs", "rollout_steps", "update_epochs",
-                       "num_minibatches", "memory_size")
+                       "num_minibatches", "memory_size", "rollout_unroll")
         check_budget(self)
         if self.memory == "none" and self.rollout_steps % self.num_minibatches:
             raise ConfigError(

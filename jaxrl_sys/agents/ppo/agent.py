@@ -50,12 +50,14 @@ from jaxrl_sys.agents.ppo.config import Config
 from jaxrl_sys.agents.ppo.losses import ppo_loss
 from jaxrl_sys.agents.ppo.networks import (
     Network, build_network, env_actions, evaluate_sequences, sample_actions, sequence_values,
-    step_policy,
+    state_values, step_policy,
 )
 from jaxrl_sys.core import collectives, obs_norm
 from jaxrl_sys.core.networks import initial_memory, reset_memory, scan_unroll
 from jaxrl_sys.core.returns import gae, vtrace
-from jaxrl_sys.core.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
+from jaxrl_sys.core.rollout import (
+    VecEnvState, empty_tally, episode_tally, episode_totals, per_env_keys, reset_envs, step_envs,
+)
 from jaxrl_sys.core.types import BoundAgent, Env, EnvSpec, Metrics, RecurrentPolicy
 
 DEFAULT_ENV = "CartPole-v1"
@@ -131,36 +133,65 @@ def collect(env: Env, network: Network, config: Config, axis_name: Optional[str]
     """`rollout_steps` on every env: (env state after them, Trajectory [T, B, ...], episode
     metrics summed over envs and devices). The trajectory keeps the raw observations
     (`update` normalises them with the same `obs_stats` the actions were chosen with).
-    A recurrent network's state is reset in the step its env ends, terminated or truncated."""
-    def one_step(vstate: VecEnvState, t):
-        """Act on every env [B] and step it; the step's record and its episodes' metrics."""
+    A recurrent network's state is reset in the step its env ends, terminated or truncated.
+
+    The loop body acts and steps only: episode metrics are tallied per env in the carry and
+    reduced after the loop, and a feed-forward critic values the reached states after it
+    (`bootstrap_values`), in one pass over the rollout rather than one per step. A recurrent
+    critic values them in the step, from the memory after it."""
+    recurrent = env_state.starts is not None
+
+    def one_step(carry: tuple[VecEnvState, Metrics], t):
+        """Act on every env [B] and step it; the step's record, its episodes tallied."""
+        vstate, tally = carry
         act_key, env_key = jax.random.split(jax.random.fold_in(key, t))
         memory, action, log_prob, value = step_policy(
             network, params, vstate.memory, obs_norm.normalize(obs_stats, vstate.obs),
             vstate.starts, per_env_keys(act_key, vstate.env_ids),
         )
         next_vstate, result = step_envs(env, vstate, env_actions(env.spec, action), env_key)
-        next_value = sequence_values(
-            network, params, memory,
-            obs_norm.normalize(obs_stats, result.info["final_observation"]),
-        )
-        if vstate.starts is not None:  # recurrent: the next episode starts from scratch
+        reached = result.info["final_observation"]
+        if recurrent:  # valued now, from the memory after the step; the next episode restarts
+            reached = sequence_values(network, params, memory,
+                                      obs_norm.normalize(obs_stats, reached))
             ended = result.terminated | result.truncated
             next_vstate = next_vstate.replace(memory=reset_memory(memory, ended), starts=ended)
         record = (
-            vstate.obs, action, log_prob, value, next_value,
+            vstate.obs, action, log_prob, value, reached,
             result.reward * config.reward_scale, result.terminated, result.truncated,
         )
-        return next_vstate, ((record, vstate.starts), episode_metrics(result.info, None))
+        tally = jax.tree.map(jnp.add, tally, episode_tally(result.info))
+        return (next_vstate, tally), (record, vstate.starts)
 
-    vstate, ((records, starts), episodes) = jax.lax.scan(
-        one_step, env_state, jnp.arange(config.rollout_steps)
+    (vstate, tally), (records, starts) = jax.lax.scan(
+        one_step, (env_state, empty_tally(env_state.env_ids.shape[0])),
+        jnp.arange(config.rollout_steps), unroll=config.rollout_unroll,
     )
-    trajectory = Trajectory(*records, env_ids=env_state.env_ids, starts=starts,
+    obs, actions, log_probs, values, reached, rewards, terminated, truncated = records
+    if not recurrent:
+        reached = bootstrap_values(network, params, obs_stats, values, reached,
+                                   terminated | truncated, vstate.obs)
+    trajectory = Trajectory(obs, actions, log_probs, values, reached, rewards, terminated,
+                            truncated, env_ids=env_state.env_ids, starts=starts,
                             memory=env_state.memory)
-    episodes = jax.tree.map(jnp.sum, episodes)
-    episodes = collectives.psum(episodes, axis_name)
-    return vstate, trajectory, episodes
+    return vstate, trajectory, episode_totals(tally, axis_name)
+
+
+def bootstrap_values(network: Network, params: Any, obs_stats: Optional[obs_norm.RunningStats],
+                     values: jax.Array, reached: jax.Array, ended: jax.Array,
+                     last_obs: jax.Array) -> jax.Array:
+    """A feed-forward critic's values [T, B] of the states each step reached, given the
+    rollout's values [T, B], the reached raw observations [T, B, ...] (the pre-reset
+    `final_observation`), where episodes ended [T, B], and the observations after the last
+    step [B, ...]. Where no episode ended, the reached state is the next step's, whose value
+    acting already took; where one ended, the critic values it here, in one batched pass over
+    the rollout. The same bits as valuing every reached state in its step (tested)."""
+    steps, envs = values.shape
+    flat = reached.reshape(steps * envs, *reached.shape[2:])
+    at_ends = state_values(network, params, obs_norm.normalize(obs_stats, flat))
+    last = state_values(network, params, obs_norm.normalize(obs_stats, last_obs))
+    following = jnp.concatenate([values[1:], last[None]], axis=0)
+    return jnp.where(ended, at_ends.reshape(steps, envs), following)
 
 
 def minibatch_loss(network: Network, config: Config, axis_name: Optional[str],
