@@ -30,7 +30,7 @@ from flax import struct
 
 from jaxrl_sys.agents.families.policy_gradient import (
     build_optimizer, collect_then_update, minibatch_indices, minibatch_step,
-    recurrent_placement_problem, sgd_epochs, take_minibatches,
+    recurrent_placement_problem, rollout_unroll_for, sgd_epochs, take_minibatches,
 )
 from jaxrl_sys.agents.families.teams import check_team, with_agent_ids
 from jaxrl_sys.agents.mappo.config import Config
@@ -176,7 +176,7 @@ def collect(env: Env, network: TeamActorCritic, config: Config, axis_name: Optio
         return next_vstate, ((record, vstate.starts), episode_metrics(result.info, None))
 
     vstate, ((records, starts), episodes) = jax.lax.scan(
-        one_step, env_state, jnp.arange(config.rollout_steps))
+        one_step, env_state, jnp.arange(config.rollout_steps), unroll=rollout_unroll_for(config))
     if env_state.memory is None:  # the reached states' critic inputs [T, B, N, C] -> values
         records = (*records[:6], sequence_values(network, params, None, records[6], None),
                    *records[7:])

@@ -43,8 +43,8 @@ import optax
 from flax import struct
 
 from jaxrl_sys.agents.families.policy_gradient import (
-    build_optimizer, minibatch_indices, minibatch_step, recurrent_placement_problem, sgd_epochs,
-    shuffled_minibatches, take_minibatches,
+    build_optimizer, minibatch_indices, minibatch_step, recurrent_placement_problem,
+    rollout_unroll_for, sgd_epochs, shuffled_minibatches, take_minibatches,
 )
 from jaxrl_sys.agents.ppo.config import Config
 from jaxrl_sys.agents.ppo.losses import ppo_loss
@@ -165,7 +165,7 @@ def collect(env: Env, network: Network, config: Config, axis_name: Optional[str]
 
     (vstate, tally), (records, starts) = jax.lax.scan(
         one_step, (env_state, empty_tally(env_state.env_ids.shape[0])),
-        jnp.arange(config.rollout_steps), unroll=config.rollout_unroll,
+        jnp.arange(config.rollout_steps), unroll=rollout_unroll_for(config),
     )
     obs, actions, log_probs, values, reached, rewards, terminated, truncated = records
     if not recurrent:
