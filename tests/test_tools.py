@@ -142,3 +142,33 @@ def test_purejaxrl_side_by_side_says_how_to_get_a_checkout_in_one_line(argv, say
     assert done.returncode == 2, done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert says in line and "git clone https://github.com/luchris429/purejaxrl" in line
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--sections", "ppo"], "needs --purejaxrl PATH"),
+    (["--sections", "ppo", "--purejaxrl", "/nonexistent"], "no purejaxrl/ppo.py and wrappers.py"),
+    (["--sections", "warp"], "sections are ppo, muzero_seeds"),
+    (["--table", "/nonexistent.json"], "no such file"),
+])
+def test_gpu_benchmark_refuses_bad_input_in_one_line(argv, says, tmp_path):
+    """benchmarks/gpu.py: bad input is one line and exit 2, before any section runs."""
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "gpu.py"), *argv, "--out",
+                           str(tmp_path / "gpu.json")], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert says in line
+    assert not (tmp_path / "gpu.json").exists()
+
+
+def test_gpu_benchmark_tables_the_saved_h200_run():
+    """`--table` renders the saved results/gpu.json: each PPO row's ratio to PureJaxRL, the
+    agents' and MuZero seeds' tables, the sections that did not finish."""
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "gpu.py"), "--table",
+                           str(BENCHMARKS.parent / "results" / "gpu.json")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "NVIDIA H200" in done.stdout
+    assert "| ours_unroll8 | 19.75M | 1.50 |" in done.stdout
+    assert "| 16 | 37.9 | 79,727 | 5.37 |" in done.stdout
+    assert "`ops` did not finish" in done.stdout
