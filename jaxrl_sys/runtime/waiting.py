@@ -21,7 +21,8 @@ import time
 from typing import Any, Callable, TypeVar
 
 T = TypeVar("T")
-_POLL_SECONDS = 0.02
+_POLL_SECONDS = 0.02  # the longest sleep between polls: how soon Ctrl-C is seen
+_FIRST_POLL_SECONDS = 0.0005  # the first: a chunk of a few milliseconds (a GPU's) is not held
 _interrupted = threading.Event()
 
 
@@ -58,11 +59,13 @@ def wait_ready(tree: Any) -> Any:
     """`tree` once every array in it is computed (interruptible `block_until_ready`)."""
     import jax  # lazy: importing this module imports no JAX (see above)
 
+    pause = _FIRST_POLL_SECONDS
     for leaf in jax.tree.leaves(tree):
         is_ready = getattr(leaf, "is_ready", None)
         while is_ready is not None and not is_ready():
             check_interrupt()
-            time.sleep(_POLL_SECONDS)
+            time.sleep(pause)
+            pause = min(2 * pause, _POLL_SECONDS)  # doubling: a long wait costs no CPU
     check_interrupt()
     return tree
 
