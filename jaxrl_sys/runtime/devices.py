@@ -23,15 +23,32 @@ except ImportError:
 # Single-threaded Eigen avoids it; parallelism on CPU comes from virtual devices instead.
 SAFE_CPU_FLAGS = "--xla_cpu_multi_thread_eigen=false"
 # LLVM optimisation level 1 instead of 2: measured here, 20-30% less compile time for the
-# agents' programs at equal run speed. Only added when no GPU plugin is installed.
+# agents' programs at equal run speed. Added only when JAX will run on its CPU backend.
 FAST_COMPILE_FLAGS = "--xla_backend_optimization_level=1"
+# accelerator plugins JAX loads, each with the device nodes it needs to find a device
+_ACCELERATORS = {
+    "jax_cuda12_plugin": ("/dev/nvidiactl",), "jax_cuda13_plugin": ("/dev/nvidiactl",),
+    "jax_rocm_plugin": ("/dev/kfd",), "jax_rocm7_plugin": ("/dev/kfd",),
+    "libtpu": ("/dev/accel0", "/dev/vfio"),
+}
 
 
-def _gpu_plugin_installed() -> bool:
-    return any(
-        importlib.util.find_spec(name) is not None
-        for name in ("jax_cuda12_plugin", "jax_cuda13_plugin", "jax_rocm_plugin")
-    )
+def named_platforms() -> str:
+    """The platforms JAX is told to use (`jax_platforms`, JAX_PLATFORMS), "" if none."""
+    return jax.config.jax_platforms or os.environ.get("JAX_PLATFORMS", "")
+
+
+def cpu_backend_expected() -> bool:
+    """Whether JAX will compute on its CPU backend, judged before its backends start (XLA reads
+    XLA_FLAGS then, so a CPU-only flag is decided first): the first platform `jax_platforms`
+    (JAX_PLATFORMS) names when set, as JAX does; else CPU unless an accelerator plugin is
+    installed and a device of its kind is present (a plugin without a device JAX skips)."""
+    platforms = named_platforms()
+    if platforms:
+        return platforms.split(",")[0].strip() == "cpu"
+    return not any(importlib.util.find_spec(module) is not None
+                   and any(os.path.exists(node) for node in nodes)
+                   for module, nodes in _ACCELERATORS.items())
 
 
 def set_safe_cpu_flags() -> None:
@@ -39,7 +56,7 @@ def set_safe_cpu_flags() -> None:
     flags = os.environ.get("XLA_FLAGS", "")
     if "xla_cpu_multi_thread_eigen" not in flags:
         flags = f"{flags} {SAFE_CPU_FLAGS}"
-    if "xla_backend_optimization_level" not in flags and not _gpu_plugin_installed():
+    if "xla_backend_optimization_level" not in flags and cpu_backend_expected():
         flags = f"{flags} {FAST_COMPILE_FLAGS}"
     os.environ["XLA_FLAGS"] = flags.strip()
 
