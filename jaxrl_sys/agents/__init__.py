@@ -26,6 +26,7 @@ AGENTS: dict[str, str] = {
     "mappo": "jaxrl_sys.agents.mappo",
     "qmix": "jaxrl_sys.agents.qmix",
     "vdn": "jaxrl_sys.agents.qmix.vdn",
+    "pqn": "jaxrl_sys.agents.pqn",
 }
 
 

@@ -21,7 +21,7 @@ from flax import struct
 
 from jaxrl_sys.agents.dqn import losses
 from jaxrl_sys.agents.families.q_learning import (
-    build_optimizer, exploration_epsilons, first_learning_iteration, mean_epsilon,
+    build_optimizer, epsilon_greedy, exploration_epsilons, first_learning_iteration, mean_epsilon,
 )
 from jaxrl_sys.agents.dqn.config import Config
 from jaxrl_sys.agents.dqn.losses import Batch
@@ -66,19 +66,7 @@ def init(key: jax.Array, spec: EnvSpec, config: Config) -> State:
     )
 
 
-def act(network: QNetwork, params: Any, obs: jax.Array, key: jax.Array, greedy: bool = False,
-        epsilon: jax.Array | float = 0.0) -> jax.Array:
-    """Greedy or epsilon-greedy actions [B] for observations [B, ...]; per-row keys [B] or
-    one key; `epsilon` is one rate or one per row [B]."""
-    greedy_actions = jnp.argmax(network.apply(params, obs), axis=-1)
-    if greedy:
-        return greedy_actions
-    keys = key if key.ndim == 2 else jax.random.split(key, obs.shape[0])
-    explore = jax.vmap(jax.random.uniform)(keys) < epsilon
-    random_actions = jax.vmap(lambda k: jax.random.randint(k, (), 0, network.num_actions))(
-        jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
-    )
-    return jnp.where(explore, random_actions, greedy_actions)
+act = epsilon_greedy  # the Q family's acting: argmax Q, or epsilon-greedy
 
 
 def replay_row(obs: jax.Array, action: jax.Array, reward: jax.Array, terminated: jax.Array,

@@ -10,8 +10,9 @@ host loop compute the same schedule.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from typing import Any, Callable
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
@@ -213,3 +214,31 @@ def mean_epsilon(config: ApeXQConfig, env_steps: jax.Array) -> jax.Array:
     if config.exploration == "apex":
         return jnp.mean(exploration_epsilons(config, env_steps, jnp.arange(config.num_envs)))
     return epsilon_at(config, env_steps)
+
+
+def epsilon_greedy(network: nn.Module, params: Any, obs: jax.Array, key: jax.Array,
+                   greedy: bool = False, epsilon: jax.Array | float = 0.0) -> jax.Array:
+    """Greedy or epsilon-greedy actions [B] of a Q-network (Q-values [B, A]) for observations
+    [B, ...]; per-row keys [B] or one key; `epsilon` is one rate or one per row [B].
+
+    Args:
+        network: a Q-network with `num_actions`.
+        params: its parameters.
+        obs: [B, ...] observations.
+        key: a PRNG key, or [B] keys (one per row).
+        greedy: whether to take the argmax alone.
+        epsilon: the exploration rate, a scalar or [B].
+
+    Returns:
+        [B] int32 actions.
+    """
+    greedy_actions = jnp.argmax(network.apply(params, obs), axis=-1)
+    if greedy:
+        return greedy_actions
+    keys = key if key.ndim == 2 else jax.random.split(key, obs.shape[0])
+    explore = jax.vmap(jax.random.uniform)(keys) < epsilon
+    random_actions = jax.vmap(lambda k: jax.random.randint(k, (), 0, network.num_actions))(
+        jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
+    )
+    return jnp.where(explore, random_actions, greedy_actions)
+
