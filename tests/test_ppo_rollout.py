@@ -11,6 +11,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from jaxrl_sys import envs
 from jaxrl_sys.agents import ppo
@@ -62,6 +63,7 @@ def _per_step_reference(env, agent, state, start, steps: int):
     return records[4], jax.tree.map(jnp.sum, metrics)
 
 
+@pytest.mark.slow
 def test_reached_values_after_the_loop_equal_valuing_each_step():
     env, agent, state, start, traj, _, metrics = _rollout("CartPole-v1")
     assert bool(traj.terminated.any()), "the test needs episode ends inside the rollout"
@@ -71,6 +73,7 @@ def test_reached_values_after_the_loop_equal_valuing_each_step():
         assert float(metrics[name]) == float(total), name
 
 
+@pytest.mark.slow
 def test_unrolled_rollout_gives_the_same_bits():
     _, _, _, _, traj, after, metrics = _rollout("Acrobot-v1", unroll=1, steps=40)
     for unroll in (8,):

@@ -33,6 +33,7 @@ from jaxrl_sys.agents.pqn.config import Config
 from jaxrl_sys.agents.pqn.losses import q_lambda_targets, q_loss
 from jaxrl_sys.agents.pqn.networks import NormedQNetwork, build_network
 from jaxrl_sys.core import collectives
+from jaxrl_sys.core.networks import scan_unroll
 from jaxrl_sys.core.rollout import (
     VecEnvState, empty_tally, episode_tally, episode_totals, per_env_keys, reset_envs, step_envs,
 )
@@ -145,7 +146,9 @@ def update(network: NormedQNetwork, optimizer: optax.GradientTransformation, con
     (params, opt_state), metrics = sgd_epochs(
         step, (state.params, state.opt_state), config.update_epochs,
         lambda epoch: shuffled_minibatches(data, traj.env_ids, jax.random.fold_in(key, epoch),
-                                           config))
+                                           config),
+        epoch_unroll=scan_unroll(config.torso, config.update_epochs),
+        minibatch_unroll=scan_unroll(config.torso, config.num_minibatches))
     metrics = collectives.pmean(jax.tree.map(jnp.mean, metrics), axis_name)
     return State(params=params, opt_state=opt_state, iteration=state.iteration + 1), metrics
 
