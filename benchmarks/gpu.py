@@ -72,7 +72,9 @@ def our_ppo(num_envs: int, updates: int, unroll: int) -> Callable[[int], float]:
         num_minibatches=4, learning_rate=2.5e-4, anneal_lr=True, gamma=0.99, gae_lambda=0.95,
         clip_eps=0.2, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5, hidden=(64, 64),
         activation="tanh", reward_scale=1.0, clip_value=True, normalize_advantages=True,
-        normalize_obs=False, rollout_unroll=unroll, total_steps=updates * 128 * num_envs)
+        normalize_obs=False, total_steps=updates * 128 * num_envs)
+    if unroll:  # 0: the shipped default
+        config = dataclasses.replace(config, rollout_unroll=unroll)
     agent = ppo.make(envs.make("CartPole-v1"), config)
     runner = place(*placement_fns(agent), num_envs=num_envs, iters_per_chunk=updates)
     run_chunk = runner.run_chunk.lower(runner.init(np.arange(1))).compile()
