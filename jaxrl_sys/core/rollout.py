@@ -139,14 +139,29 @@ def episode_tally(info: dict) -> Metrics:
 
 
 def empty_tally(num_envs: int) -> Metrics:
-    """Zero `episode_tally`s of `num_envs` envs, a rollout's starting carry."""
+    """Zero `episode_tally`s of `num_envs` envs, a rollout's starting carry.
+
+    Args:
+        num_envs: B, the envs tallied.
+
+    Returns:
+        The three `episode_tally` arrays, float32 zeros [B].
+    """
     zeros = jnp.zeros((num_envs,), jnp.float32)
     return {"episode_return_sum": zeros, "episode_length_sum": zeros, "episode_count": zeros}
 
 
 def episode_totals(tally: Metrics, axis_name: Optional[str]) -> Metrics:
     """`episode_metrics`' float32 scalars from per-env tallies [B] (`episode_tally` summed over
-    a rollout), summed over envs and devices."""
+    a rollout), summed over envs and devices.
+
+    Args:
+        tally: `episode_tally`'s three arrays [B], summed over the rollout's steps.
+        axis_name: the device axis to sum over, or None.
+
+    Returns:
+        `episode_return_sum`, `episode_length_sum` and `episode_count`, float32 scalars.
+    """
     return collectives.psum(jax.tree.map(jnp.sum, tally), axis_name)
 
 

@@ -321,7 +321,14 @@ ACCELERATOR_ROLLOUT_UNROLL = 32
 def rollout_unroll_for(config: ClippedPPOConfig) -> int:
     """The rollout loop's `lax.scan` unroll: `config.rollout_unroll`, or where it is 0 the
     backend's (1 on CPU, where unrolling made the rollout slower, else 32), at most the
-    rollout's length."""
+    rollout's length.
+
+    Args:
+        config: a config with `rollout_unroll` and `rollout_steps`.
+
+    Returns:
+        The unroll, from 1 to `rollout_steps`.
+    """
     unroll = config.rollout_unroll or (
         1 if jax.default_backend() == "cpu" else ACCELERATOR_ROLLOUT_UNROLL)
     return min(unroll, config.rollout_steps)
