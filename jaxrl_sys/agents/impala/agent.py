@@ -33,7 +33,7 @@ import optax
 from flax import struct
 
 from jaxrl_sys.agents.families.policy_gradient import (
-    build_optimizer, collect_then_update, minibatch_step, sgd_epochs,
+    build_optimizer, collect_then_update, minibatch_step, rollout_unroll_for, sgd_epochs,
 )
 from jaxrl_sys.agents.impala.config import Config
 from jaxrl_sys.agents.impala.losses import impala_loss
@@ -43,7 +43,9 @@ from jaxrl_sys.agents.impala.networks import (
 from jaxrl_sys.core import collectives
 from jaxrl_sys.core.config import ConfigError
 from jaxrl_sys.core.networks import ActorCritic, scan_unroll
-from jaxrl_sys.core.rollout import VecEnvState, episode_metrics, per_env_keys, reset_envs, step_envs
+from jaxrl_sys.core.rollout import (
+    VecEnvState, empty_tally, episode_tally, episode_totals, per_env_keys, reset_envs, step_envs,
+)
 from jaxrl_sys.core.types import BoundAgent, Env, EnvSpec, Metrics
 
 DEFAULT_ENV = "CartPole-v1"
@@ -90,8 +92,9 @@ def collect(env: Env, network: ActorCritic, config: Config, axis_name: Optional[
             key: jax.Array) -> tuple[VecEnvState, Trajectory, Metrics]:
     """`rollout_steps` on every env with the policy of `params`: (env state after them,
     Trajectory [T, B, ...], episode metrics summed over envs and devices)."""
-    def one_step(vstate: VecEnvState, t):
-        """Act on every env [B] and step it; the step's record and its episodes' metrics."""
+    def one_step(carry: tuple[VecEnvState, Metrics], t):
+        """Act on every env [B] and step it; the step's record, its episodes tallied per env."""
+        vstate, tally = carry
         act_key, env_key = jax.random.split(jax.random.fold_in(key, t))
         action, log_prob, _ = sample_actions(network, params, vstate.obs,
                                              per_env_keys(act_key, vstate.env_ids))
@@ -100,13 +103,13 @@ def collect(env: Env, network: ActorCritic, config: Config, axis_name: Optional[
             vstate.obs, action, log_prob, result.reward * config.reward_scale,
             result.terminated, result.truncated, result.info["final_observation"],
         )
-        return next_vstate, (record, episode_metrics(result.info, None))
+        tally = jax.tree.map(jnp.add, tally, episode_tally(result.info))
+        return (next_vstate, tally), record
 
-    vstate, (trajectory, episodes) = jax.lax.scan(
-        one_step, env_state, jnp.arange(config.rollout_steps)
-    )
-    episodes = collectives.psum(jax.tree.map(jnp.sum, episodes), axis_name)
-    return vstate, trajectory, episodes
+    (vstate, tally), trajectory = jax.lax.scan(
+        one_step, (env_state, empty_tally(env_state.env_ids.shape[0])),
+        jnp.arange(config.rollout_steps), unroll=rollout_unroll_for(config))
+    return vstate, trajectory, episode_totals(tally, axis_name)
 
 
 def minibatch_loss(network: ActorCritic, config: Config, params: Any,

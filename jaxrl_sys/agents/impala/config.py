@@ -32,11 +32,14 @@ class Config(RolloutBudget):
     hidden: tuple[int, ...] = (32, 32)
     activation: str = "tanh"
     torso: str = "mlp"  # or "nature_cnn" (Atari frames), "grid_cnn" (MinAtar): shared by both heads
+    # lax.scan's unroll of the rollout loop (0: the backend's; speed only, as PPO's)
+    rollout_unroll: int = 0
 
     def validate(self) -> None:
         """Reject values that cannot work, with one line naming the field."""
         check_at_least(self, 1, "total_steps", "num_envs", "rollout_steps", "update_epochs",
                        "num_minibatches")
+        check_at_least(self, 0, "rollout_unroll")
         check_budget(self)
         if self.num_envs % self.num_minibatches:
             raise ConfigError(f"num_envs={self.num_envs} must be divisible by "
