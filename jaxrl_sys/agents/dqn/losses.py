@@ -170,3 +170,64 @@ def q_learning_loss(params: Any, target_params: Any, batch: Batch, *, apply_fn: 
     q_taken = taken_values(apply_fn(params, batch.obs[:, 0]), taken)
     td_error = q_taken - targets
     return td_loss(td_error, batch.weights, huber_delta), (td_error, jnp.mean(q_taken))
+
+
+# Distributional losses (issue 52's Rainbow options), on rlax's projection and quantile maths.
+
+
+def c51_target(support: jax.Array, next_probs: jax.Array, returns: jax.Array,
+               discounts: jax.Array) -> jax.Array:
+    """C51's target distributions [B, N]: each row's next-state distribution `next_probs`
+    [B, N] on `support` [N], moved to `returns + discounts * support` and projected back
+    onto `support` (Bellemare et al. 2017), mass beyond the ends going to the end atoms.
+
+    Args:
+        support: [N] atoms, evenly spaced and increasing.
+        next_probs: [B, N] probabilities of the bootstrap state's chosen action.
+        returns: [B] discounted rewards up to the bootstrap (n-step: summed).
+        discounts: [B] the bootstrap's discount (0 where the episode terminated).
+
+    Returns:
+        [B, N] probabilities on `support`.
+    """
+    import rlax  # lazy: rlax brings distrax and TFP (1.2 s of import); only C51 needs it here
+
+    moved = returns[:, None] + discounts[:, None] * support[None, :]
+    return jax.vmap(rlax.categorical_l2_project, in_axes=(0, 0, None))(
+        moved, next_probs, support)
+
+
+def c51_loss(logits: jax.Array, target_probs: jax.Array) -> jax.Array:
+    """Cross-entropy [B] of the taken actions' distributions (logits [B, N]) against fixed
+    C51 targets [B, N].
+
+    Args:
+        logits: [B, N] logits of the taken actions.
+        target_probs: [B, N] `c51_target`'s probabilities (no gradient flows into them).
+
+    Returns:
+        [B] losses.
+    """
+    return -jnp.sum(jax.lax.stop_gradient(target_probs) * jax.nn.log_softmax(logits), axis=-1)
+
+
+def quantile_huber_loss(quantiles: jax.Array, taus: jax.Array, targets: jax.Array,
+                        kappa: float = 1.0) -> jax.Array:
+    """QR-DQN's quantile Huber loss [B] (Dabney et al. 2018) of predicted quantiles [B, N] at
+    fractions `taus` [B, N] against target samples [B, M] (the target distribution's
+    quantiles, no gradient); `kappa` 0 is plain quantile regression. IQN takes the same loss
+    with sampled fractions.
+
+    Args:
+        quantiles: [B, N] predicted quantile values.
+        taus: [B, N] their fractions in (0, 1).
+        targets: [B, M] target samples.
+        kappa: the Huber threshold.
+
+    Returns:
+        [B] losses.
+    """
+    import rlax  # lazy: as in `c51_target`
+
+    return jax.vmap(rlax.quantile_regression_loss, in_axes=(0, 0, 0, None))(
+        quantiles, taus, targets, kappa)
