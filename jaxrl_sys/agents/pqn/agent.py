@@ -102,14 +102,14 @@ def collect(env: Env, network: NormedQNetwork, config: Config, axis_name: Option
     [T, B, ...], episode metrics summed over envs and devices). The loop acts and steps only;
     the reached states are valued after it."""
     def one_step(carry: tuple[VecEnvState, Metrics], t):
+        """Act on every env [B] and step it; the step's record, its episodes tallied per env."""
         vstate, tally = carry
         act_key, env_key = jax.random.split(jax.random.fold_in(key, t))
         action = epsilon_greedy(network, params, vstate.obs,
                                 per_env_keys(act_key, vstate.env_ids), epsilon=epsilon)
         next_vstate, result = step_envs(env, vstate, action, env_key)
         record = (vstate.obs, action, result.reward * config.reward_scale, result.terminated,
-                  result.truncated,
-                  result.info["final_observation"])
+                  result.truncated, result.info["final_observation"])
         tally = jax.tree.map(jnp.add, tally, episode_tally(result.info))
         return (next_vstate, tally), record
 
