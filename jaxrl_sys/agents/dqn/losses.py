@@ -172,7 +172,7 @@ def q_learning_loss(params: Any, target_params: Any, batch: Batch, *, apply_fn: 
     return td_loss(td_error, batch.weights, huber_delta), (td_error, jnp.mean(q_taken))
 
 
-# Distributional losses (issue 52's Rainbow options), on rlax's projection and quantile maths.
+# Distributional losses (Rainbow's options), on rlax's projection and quantile maths.
 
 
 def c51_target(support: jax.Array, next_probs: jax.Array, returns: jax.Array,
