@@ -94,6 +94,30 @@ def test_n_step_targets_match_reference_with_episode_ends_and_cut_sequences():
     assert (terminated[:, 0]).any() and (truncated[:, 0] & ~terminated[:, 0]).any()
 
 
+def test_n_step_return_and_discount_rebuild_the_targets_of_the_bootstrap_value():
+    """return + discount * value is `n_step_targets` with that value at the bootstrap step: the
+    discount is gamma ** k for a bootstrap k steps on and 0 after a termination."""
+    from jaxrl_sys.core.returns import bootstrap_step, n_step_return_and_discount, n_step_targets
+
+    rng = np.random.default_rng(3)
+    B, n = 400, 5
+    rewards = jnp.asarray(rng.normal(size=(B, n)), jnp.float32)
+    terminated = jnp.asarray(rng.random((B, n)) < 0.15)
+    truncated = jnp.asarray(rng.random((B, n)) < 0.15)
+    valid = jnp.asarray(np.arange(n)[None, :] < rng.integers(1, n + 1, size=B)[:, None])
+    value = jnp.asarray(rng.normal(size=B), jnp.float32)
+    returns, discounts = n_step_return_and_discount(rewards, terminated, truncated, valid, 0.9)
+    targets = n_step_targets(rewards, jnp.broadcast_to(value[:, None], (B, n)), terminated,
+                             truncated, valid, 0.9)
+    np.testing.assert_allclose(np.asarray(returns + discounts * value), np.asarray(targets),
+                               rtol=1e-5, atol=1e-5)
+    stop = np.asarray(bootstrap_step(terminated, truncated, valid))
+    ended = np.asarray(terminated)[np.arange(B), stop]
+    want = np.where(ended, 0.0, 0.9 ** (stop + 1))
+    np.testing.assert_allclose(np.asarray(discounts), want, rtol=1e-6)
+    assert ended.any() and (~ended).any()
+
+
 def test_n_step_targets_read_next_values_at_the_bootstrap_step_only():
     """Learners evaluate their target network at `bootstrap_step` alone: the targets must not
     change when every other next value is zeroed."""

@@ -119,6 +119,51 @@ def n_step_targets(
     return target
 
 
+def n_step_return_and_discount(
+    rewards: jax.Array,
+    terminated: jax.Array,
+    truncated: jax.Array,
+    valid: jax.Array,
+    gamma: float,
+) -> tuple[jax.Array, jax.Array]:
+    """The two parts of `n_step_targets` for sequences [B, n]: the discounted reward sum [B]
+    up to the bootstrap step and the discount [B] its next value takes (0 where the episode
+    terminated), so that target = return + discount * value. Distributional targets move a
+    whole next-state distribution by them rather than one value.
+
+    Args:
+        rewards: [B, n] rewards.
+        terminated: bool [B, n].
+        truncated: bool [B, n].
+        valid: bool [B, n], as `gather_sequences` gives it.
+        gamma: the discount.
+
+    Returns:
+        returns: [B] discounted reward sums.
+        discounts: [B] the bootstrap's discount.
+    """
+    rewards = rewards.T  # time-major [n, B]
+    terminated, truncated, valid = terminated.T, truncated.T, valid.T
+    continues = ~(terminated | truncated) & jnp.concatenate(
+        [valid[1:], jnp.zeros_like(valid[:1])], axis=0
+    )
+    not_terminated = 1.0 - terminated.astype(rewards.dtype)
+
+    def backward(later: tuple[jax.Array, jax.Array], x) -> tuple[tuple[jax.Array, jax.Array], None]:
+        later_return, later_discount = later
+        reward, keep_going, alive = x
+        scale = gamma * alive
+        step_return = reward + scale * jnp.where(keep_going, later_return, 0.0)
+        step_discount = scale * jnp.where(keep_going, later_discount, 1.0)
+        return (step_return, step_discount), None
+
+    zeros = jnp.zeros_like(rewards[0])
+    (returns, discounts), _ = jax.lax.scan(
+        backward, (zeros, zeros), (rewards, continues, not_terminated), reverse=True,
+    )
+    return returns, discounts
+
+
 def n_step_sequence_targets(
     rewards: jax.Array,
     next_values: jax.Array,

@@ -25,7 +25,7 @@ from jaxrl_sys.agents.families.q_learning import (
 )
 from jaxrl_sys.agents.dqn.config import Config
 from jaxrl_sys.agents.dqn.losses import Batch
-from jaxrl_sys.agents.dqn.networks import QNetwork, build_network
+from jaxrl_sys.agents.dqn.networks import QNetwork, build_network, q_values
 from jaxrl_sys.core import collectives, obs_norm, replay
 from jaxrl_sys.core.learner import (
     TargetNetState, batch_placement_problem, device_key, gradient_step, init_target_net_state,
@@ -101,7 +101,9 @@ def update(config: Config, grad_fn: Callable, optimizer: optax.GradientTransform
     grads, (td_error, q_mean) = grad_fn(state.params, state.target_params, batch)
     new_state = gradient_step(state, grads, optimizer, axis_name=axis_name, tau=config.tau,
                               target_update_period=config.target_update_period)
-    loss = losses.td_loss(td_error, None, config.huber_delta)
+    # distributional losses hand back their per-item losses in place of TD errors
+    loss = (losses.td_loss(td_error, None, config.huber_delta)
+            if config.distributional == "none" else jnp.mean(td_error))
     metrics = collectives.pmean({"loss": loss, "q_mean": q_mean}, axis_name)
     return new_state, metrics, td_error
 
@@ -202,6 +204,13 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         losses.q_learning_loss, apply_fn=network.apply, gamma=config.gamma,
         double_q=config.double_q, advantage_learning=config.advantage_learning,
         huber_delta=config.huber_delta,
+    ) if config.distributional == "none" else functools.partial(
+        losses.distributional_q_loss,
+        distribution_fn=functools.partial(network.apply, method=QNetwork.distribution),
+        q_fn=functools.partial(q_values, distributional=config.distributional,
+                               support=config.support),
+        kind=config.distributional, support=jnp.asarray(config.support, jnp.float32),
+        gamma=config.gamma, double_q=config.double_q, kappa=config.quantile_kappa,
     )
     act_fn = functools.partial(act, network)
     update_fn = functools.partial(update, config, jax.grad(loss, has_aux=True),

@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 from jaxrl_sys.agents.families.q_learning import ApeXQConfig
-from jaxrl_sys.core.config import ConfigError, check_at_least, check_unit_interval
+from jaxrl_sys.core.config import ConfigError, check_at_least, check_choice, check_unit_interval
+
+DISTRIBUTIONAL = ("none", "c51", "qr")  # one value per action, or C51's / QR-DQN's distribution
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,12 +25,27 @@ class Config(ApeXQConfig):
     # between actions; 0 is plain DQN
     advantage_learning: float = 0.0
     normalize_obs: bool = False
+    # Rainbow's distributional head: C51 (Bellemare et al. 2017: logits on num_atoms atoms
+    # evenly spaced from v_min to v_max) or QR-DQN (Dabney et al. 2018: num_atoms quantiles)
+    distributional: str = "none"
+    num_atoms: int = 51
+    v_min: float = -10.0
+    v_max: float = 10.0
+    quantile_kappa: float = 1.0  # QR-DQN's Huber threshold (0: plain quantile regression)
 
     @property
     def warmup_steps(self) -> int:
         """Env steps before the first gradient step: `learning_starts`, and at least `n_step`
         steps of every env (the first n-step targets)."""
         return max(self.learning_starts, self.n_step * self.num_envs)
+
+    @property
+    def support(self) -> tuple[float, ...]:
+        """C51's atoms: `num_atoms` values evenly spaced from v_min to v_max (else none)."""
+        if self.distributional != "c51":
+            return ()
+        step = (self.v_max - self.v_min) / (self.num_atoms - 1)
+        return tuple(self.v_min + i * step for i in range(self.num_atoms))
 
     def validate(self) -> None:
         """Reject values that cannot work, with one line naming the field."""
@@ -39,3 +56,11 @@ class Config(ApeXQConfig):
                 f"buffer_size={self.buffer_size} must hold at least n_step steps of every env"
             )
         check_unit_interval(self, "advantage_learning")
+        check_choice(self, "distributional", DISTRIBUTIONAL)
+        check_at_least(self, 2, "num_atoms")
+        check_at_least(self, 0, "quantile_kappa")
+        if self.v_max <= self.v_min:
+            raise ConfigError(f"v_max={self.v_max} must be above v_min={self.v_min}")
+        if self.distributional != "none" and self.advantage_learning:
+            raise ConfigError("advantage_learning works on one value per action; "
+                              f"distributional={self.distributional!r} needs it 0")

@@ -16,10 +16,12 @@ import jax.numpy as jnp
 import optax
 
 from jaxrl_sys.core import replay
-from jaxrl_sys.core.returns import bootstrap_step, n_step_targets
+from jaxrl_sys.core.returns import bootstrap_step, n_step_return_and_discount, n_step_targets
 
 Batch = replay.SequenceBatch  # sampled n-step sequences [B, n, ...], importance weights [B]
 ApplyFn = Callable[[Any, jax.Array], jax.Array]  # (params, obs [B, ...]) -> Q-values [B, A]
+# (params, obs [B, ...]) -> per-action distributions [B, A, N]: C51 logits or QR quantiles
+DistributionFn = Callable[[Any, jax.Array], jax.Array]
 
 
 def taken_values(q: jax.Array, actions: jax.Array) -> jax.Array:
@@ -231,3 +233,66 @@ def quantile_huber_loss(quantiles: jax.Array, taus: jax.Array, targets: jax.Arra
 
     return jax.vmap(rlax.quantile_regression_loss, in_axes=(0, 0, 0, None))(
         quantiles, taus, targets, kappa)
+
+
+def quantile_fractions(num_quantiles: int) -> jax.Array:
+    """QR-DQN's fixed quantile midpoints [N]: (2i + 1) / 2N for i < N.
+
+    Args:
+        num_quantiles: N.
+
+    Returns:
+        [N] fractions in (0, 1).
+    """
+    return (jnp.arange(num_quantiles, dtype=jnp.float32) + 0.5) / num_quantiles
+
+
+def distributional_q_loss(params: Any, target_params: Any, batch: Batch, *,
+                          distribution_fn: DistributionFn, q_fn: Callable[[jax.Array], jax.Array],
+                          kind: str, support: jax.Array, gamma: float, double_q: bool,
+                          kappa: float) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+    """C51's or QR-DQN's loss on sequences [B, n, ...]: (loss [], (per-item losses [B], mean
+    taken Q [])). The per-item losses are what prioritised replay ranks by (Rainbow's
+    choice for C51).
+
+    The n-step return and discount move the bootstrap state's distribution of its chosen
+    action (the online network's argmax with `double_q`, else the target's), which is then
+    C51's projection onto the atoms or QR's target samples.
+
+    Args:
+        params: the online network's parameters.
+        target_params: the target network's parameters.
+        batch: sequences [B, n, ...] with importance weights [B].
+        distribution_fn: `distribution_fn(params, obs [B, ...]) -> [B, A, N]`.
+        q_fn: Q-values [B, A] of `distribution_fn`'s output (`networks.q_values`).
+        kind: "c51" or "qr".
+        support: [N] C51's atoms (unused by QR).
+        gamma: the discount.
+        double_q: whether the online network picks the next actions.
+        kappa: QR's Huber threshold.
+
+    Returns:
+        loss: the scalar loss.
+        aux: (per-item losses [B], scalar mean Q-value of the taken actions).
+    """
+    boot_obs = bootstrap_observations(batch)
+    next_target = distribution_fn(target_params, boot_obs)
+    chooser = distribution_fn(params, boot_obs) if double_q else next_target
+    next_actions = jnp.argmax(q_fn(chooser), axis=-1)
+    next_dist = jax.lax.stop_gradient(
+        jnp.take_along_axis(next_target, next_actions[:, None, None], axis=1)[:, 0])  # [B, N]
+    returns, discounts = n_step_return_and_discount(
+        batch.reward, batch.terminated, batch.truncated, batch.valid, gamma)
+    taken = batch.action[:, 0, None].astype(jnp.int32)
+    now = distribution_fn(params, batch.obs[:, 0])
+    taken_dist = jnp.take_along_axis(now, taken[:, :, None], axis=1)[:, 0]  # [B, N]
+    if kind == "c51":
+        target = c51_target(support, jax.nn.softmax(next_dist, axis=-1), returns, discounts)
+        item_loss = c51_loss(taken_dist, target)
+    else:
+        samples = returns[:, None] + discounts[:, None] * next_dist
+        taus = jnp.broadcast_to(quantile_fractions(taken_dist.shape[-1]), taken_dist.shape)
+        item_loss = quantile_huber_loss(taken_dist, taus, jax.lax.stop_gradient(samples), kappa)
+    q_taken = taken_values(q_fn(now), taken)
+    loss = jnp.mean(item_loss) if batch.weights is None else jnp.mean(batch.weights * item_loss)
+    return loss, (item_loss, jnp.mean(q_taken))
