@@ -1,8 +1,23 @@
-"""Test setup: 8 simulated CPU devices, set before JAX initialises its backends."""
+"""Test setup: 8 simulated CPU devices and the code generation each kind of test compiles with,
+set before JAX initialises its backends.
+
+Most tests check properties that hold whatever code XLA generates (8 devices equal one, a
+resumed run equals an uninterrupted one, a loss on hand-made numbers), and compiling is most of
+their cost. They compile with `TEST_CODEGEN_FLAGS`, which compile 2-3x faster and run slower.
+A learning test (marked `learning`) asserts a return that was measured on the code a user's
+command compiles, and a `user_codegen` test a property of that code (two forms of a program
+giving the same bits) or costs more running than compiling, so each runs in a child pytest
+process with the user's flags: the CPU flags `scripts/train.py` sets, plus anything the
+caller put in XLA_FLAGS (`.ci/run`'s `--xla_cpu_max_isa=AVX`).
+"""
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
+
+import pytest
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # One compilation cache for the session, shared by the pytest-xdist workers (they inherit the
@@ -14,12 +29,25 @@ if _OWNS_CACHE:
     os.environ[_SESSION_CACHE] = tempfile.mkdtemp(prefix="jaxrl_sys_xla_cache_")
 os.environ["JAX_COMPILATION_CACHE_DIR"] = os.environ[_SESSION_CACHE]
 os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
-os.environ["XLA_FLAGS"] = (
-    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
-).strip()
+
+# The caller's XLA_FLAGS, kept for the learning tests' child processes: the first process of
+# the session (the xdist controller) records them before adding the tests' own.
+_CALLER_FLAGS = "JAXRL_SYS_TEST_CALLER_XLA_FLAGS"
+os.environ.setdefault(_CALLER_FLAGS, os.environ.get("XLA_FLAGS", ""))
+# set in a learning test's child process: compile with the user's code generation
+_USER_CODEGEN = "JAXRL_SYS_TEST_USER_CODEGEN"
+IN_USER_CODEGEN = os.environ.get(_USER_CODEGEN) == "1"
+# XLA's CPU fusion emitters off and LLVM -O0: measured on tests/test_execution.py, 91 s where
+# the user's flags take 226 s (results/suite_durations.md); the programs run 20-30% slower.
+TEST_CODEGEN_FLAGS = "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0"
+
+_flags = os.environ[_CALLER_FLAGS]
+if not IN_USER_CODEGEN:
+    _flags = f"{_flags} {TEST_CODEGEN_FLAGS}"
+os.environ["XLA_FLAGS"] = f"{_flags} --xla_force_host_platform_device_count=8".strip()
 # The CPU flags scripts/train.py uses (single-threaded Eigen, which avoids a deadlock on
-# vmapped programs; LLVM -O1): tests compile the programs a user's command compiles, so a
-# learning test walks the trajectories that scripts/check_learning.py measures.
+# vmapped programs; LLVM -O1 unless the flags above set a level), so that a learning test
+# walks the trajectories that scripts/check_learning.py measures.
 from jaxrl_sys.runtime.devices import set_safe_cpu_flags  # noqa: E402  (imports no JAX)
 
 set_safe_cpu_flags()
@@ -27,6 +55,25 @@ set_safe_cpu_flags()
 import jax  # noqa: E402
 
 jax.config.update("jax_num_cpu_devices", 8)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """Run a learning or user_codegen test in a child pytest process with the user's code
+    generation."""
+    if IN_USER_CODEGEN or not any(pyfuncitem.get_closest_marker(name)
+                                  for name in ("learning", "user_codegen")):
+        return None
+    env = dict(os.environ, XLA_FLAGS=os.environ[_CALLER_FLAGS], **{_USER_CODEGEN: "1"})
+    command = [sys.executable, "-m", "pytest", pyfuncitem.nodeid, "-n", "0", "-q", "-s",
+               "-p", "no:cacheprovider", "--no-header"]
+    child = subprocess.run(command, cwd=pyfuncitem.config.rootpath, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    print(child.stdout)
+    if child.returncode != 0:
+        pytest.fail(f"{pyfuncitem.nodeid} failed under the user's code generation "
+                    f"(exit {child.returncode}):\n{child.stdout[-6000:]}", pytrace=False)
+    return True
 
 
 def pytest_unconfigure(config):

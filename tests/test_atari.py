@@ -133,6 +133,7 @@ def test_atari_defaults_are_found_by_family(name, torso):
         assert (config.num_envs, config.rollout_steps, config.clip_eps) == (8, 128, 0.1)
 
 
+@pytest.mark.user_codegen  # its cost is running, which the tests' flags slow
 @pytest.mark.parametrize("name", ["envpool:Breakout-v5", "gymnasium:ALE/Breakout-v5"])
 @pytest.mark.slow
 def test_ppo_trains_on_atari_from_train_py(tmp_path, capsys, name):

@@ -159,3 +159,24 @@ def test_a_ctrl_c_that_python_drops_is_raised_again(interrupts_caught):
         while time.monotonic() - start < 10:  # ... and raised again in this loop
             pass
     assert time.monotonic() - start < 2
+
+
+def test_an_error_raised_by_a_ctrl_c_inside_an_extension_is_the_interrupt(capsys):
+    """tensorstore's import turns a Ctrl-C into ImportError (seen 4.1 s into a host-loop run):
+    after a recorded SIGINT any error is exit code 130; without one it stays an error."""
+    from jaxrl_sys.runtime import cli, waiting
+
+    def body() -> int:
+        raise ImportError("initialization failed")
+
+    with pytest.raises(ImportError):
+        cli.guarded(body, (ValueError,))
+    waiting._interrupted.set()
+    try:
+        assert cli.guarded(body, (ValueError,)) == 130
+        assert cli.guarded(lambda: int("x"), (ValueError,)) == 130
+    finally:
+        waiting._interrupted.clear()
+    assert cli.guarded(lambda: int("x"), (ValueError,)) == 2
+    assert capsys.readouterr().err.splitlines()[-3:] == [
+        "interrupted", "interrupted", "error: invalid literal for int() with base 10: 'x'"]

@@ -12,8 +12,11 @@ end above the collapse floor. No test leans on one machine's trajectory: `.ci/ru
 again under another `--xla_cpu_max_isa`.
 """
 
+import os
+
 import numpy as np
 import pytest
+from conftest import TEST_CODEGEN_FLAGS
 
 from jaxrl_sys import agents
 from jaxrl_sys import envs
@@ -31,6 +34,8 @@ CHECKED_ONLY = {"ppo:Acrobot-v1": "results/check_learning.md",
 
 
 def check(result: lc.CaseResult) -> None:
+    # trained on the code a user's command compiles (conftest runs learning tests in a child)
+    assert not set(TEST_CODEGEN_FLAGS.split()) & set(os.environ["XLA_FLAGS"].split())
     verdict = lc.judge(result)
     detail = (f"{result.case}: final {np.round(verdict.final, 1).tolist()}, reached "
               f"{verdict.reached.tolist()} (threshold {result.threshold:g})")

@@ -43,6 +43,7 @@ def test_connect_four_alternates_seats_and_rewards_the_mover():
     assert np.all(np.stack(ended).any(0))  # every game ended within the bound
 
 
+@pytest.mark.user_codegen  # its cost is running, which the tests' flags slow
 @pytest.mark.slow
 def test_mcts_beats_random_play_at_connect_four():
     env = envs.make("pgx:connect_four")

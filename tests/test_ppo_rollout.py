@@ -63,6 +63,7 @@ def _per_step_reference(env, agent, state, start, steps: int):
     return records[4], jax.tree.map(jnp.sum, metrics)
 
 
+@pytest.mark.user_codegen
 @pytest.mark.slow
 def test_reached_values_after_the_loop_equal_valuing_each_step():
     env, agent, state, start, traj, _, metrics = _rollout("CartPole-v1")
@@ -73,6 +74,7 @@ def test_reached_values_after_the_loop_equal_valuing_each_step():
         assert float(metrics[name]) == float(total), name
 
 
+@pytest.mark.user_codegen
 @pytest.mark.slow
 def test_unrolled_rollout_gives_the_same_bits():
     _, _, _, _, traj, after, metrics = _rollout("Acrobot-v1", unroll=1, steps=40)
@@ -83,6 +85,7 @@ def test_unrolled_rollout_gives_the_same_bits():
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+@pytest.mark.user_codegen
 def test_gae_unrolled_equals_a_plain_loop():
     rewards, values, next_values = jax.random.normal(jax.random.PRNGKey(3), (3, 37, 5))
     terminated = jax.random.bernoulli(jax.random.PRNGKey(4), 0.1, (37, 5))

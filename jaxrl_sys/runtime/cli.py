@@ -10,7 +10,7 @@ import os
 import sys
 from typing import Callable, NoReturn
 
-from jaxrl_sys.runtime.waiting import catch_interrupts
+from jaxrl_sys.runtime.waiting import catch_interrupts, was_interrupted
 
 
 class UsageError(ValueError):
@@ -26,18 +26,28 @@ class Parser(argparse.ArgumentParser):
 
 def guarded(body: Callable[[], int], user_errors: tuple[type[BaseException], ...],
             faults: tuple[type[BaseException], ...] = ()) -> int:
-    """`body()`'s exit code; `user_errors` print one line and give 2, `faults` 1, Ctrl-C 130."""
+    """`body()`'s exit code; `user_errors` print one line and give 2, `faults` 1, Ctrl-C 130.
+
+    A Ctrl-C inside an extension's own code can surface as that code's error instead of
+    KeyboardInterrupt (tensorstore's import, under orbax, raises ImportError): any error
+    after a recorded SIGINT is the interrupt.
+    """
     try:
         return body()
-    except user_errors as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except faults as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as error:
+        if was_interrupted():
+            print("interrupted", file=sys.stderr)
+            return 130
+        if isinstance(error, user_errors):
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        if isinstance(error, faults):
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        raise
 
 
 def leave(code: int) -> NoReturn:

@@ -49,6 +49,11 @@ def catch_interrupts() -> None:
     sys.unraisablehook = on_unraisable
 
 
+def was_interrupted() -> bool:
+    """Whether a SIGINT was recorded (see `catch_interrupts`)."""
+    return _interrupted.is_set()
+
+
 def check_interrupt() -> None:
     """Raise KeyboardInterrupt if a SIGINT was recorded (see `catch_interrupts`)."""
     if _interrupted.is_set():
