@@ -31,7 +31,8 @@ _MINATAR_DOPAMINE: dict[str, Any] = {
 }
 
 TUNED: tuple[Tuned, ...] = (
-    Tuned("CartPole-v1", {},
+    # v_min/v_max: the support of `--set distributional=c51` (CleanRL's C51 on both envs)
+    Tuned("CartPole-v1", dict(v_min=-100.0, v_max=100.0),
           "greedy 500.0 ± 0.0 over 4 seeds at 200k steps (results/classic.md); learning check "
           "16/16 native and AVX2, mean final 499.3 (docs/notes/dqn.md)"),
     # rl-baselines3-zoo's DQN Acrobot settings: one update of 128 per env step, a hard target
@@ -41,6 +42,7 @@ TUNED: tuple[Tuned, ...] = (
         batch_size=128, buffer_size=50_000, learning_starts=1_000, learning_rate=6.3e-4,
         anneal_lr=False, gamma=0.99, n_step=1, target_update_period=250, tau=1.0,
         huber_delta=1.0, exploration_fraction=0.12, epsilon_end=0.1, hidden=(256, 256),
+        v_min=-100.0, v_max=100.0,
     ), "greedy -72.7 ± 2.4 over 4 seeds at 100k steps (results/classic.md)"),
     # Ape-X's per-env epsilons (0.4 ** (1 + 7 i / (N - 1))): the envs with large epsilons find
     # the flag that an annealed epsilon rarely reaches
