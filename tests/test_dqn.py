@@ -10,6 +10,7 @@ from jax.sharding import PartitionSpec as P
 
 from jaxrl_sys import envs
 from jaxrl_sys.agents import dqn
+from jaxrl_sys.agents.dqn import rainbow
 from jaxrl_sys.agents.families import q_learning
 from jaxrl_sys.runtime.execution import DEVICE_AXIS, make_mesh, place, placement_fns
 
@@ -29,16 +30,23 @@ def random_batch(key, batch_size: int, n: int, obs_dim: int) -> dqn.Batch:
 
 
 @pytest.mark.slow
-def test_one_update_on_eight_devices_equals_one_device():
+@pytest.mark.parametrize("variant", ["dqn", "rainbow", "iqn"])
+def test_one_update_on_eight_devices_equals_one_device(variant):
+    """The same global batch on 8 devices as on 1; Rainbow's noise and IQN's fractions are
+    drawn by global row, so they too are the same."""
     env = envs.make("CartPole-v1")
-    config = dqn.default_config("CartPole-v1")
+    config = {"dqn": dqn.default_config("CartPole-v1"),
+              "rainbow": rainbow.default_config("CartPole-v1"),
+              "iqn": dataclasses.replace(dqn.default_config("CartPole-v1"),
+                                         distributional="iqn", num_atoms=8)}[variant]
     batch = random_batch(jax.random.PRNGKey(0), 64, config.n_step, 4)
 
-    def run(num_devices: int):
+    def run(num_devices: int, seed: int = 2):
         agent = dqn.make(env, config)
         state = agent.init(jax.random.PRNGKey(1))
         mapped = jax.shard_map(
-            lambda s, b: agent.update(s, b)[:2], mesh=make_mesh(num_devices),
+            lambda s, b: agent.update(s, b, jax.random.PRNGKey(seed))[:2],
+            mesh=make_mesh(num_devices),
             in_specs=(P(), P(DEVICE_AXIS)), out_specs=P(), check_vma=False,
         )
         return jax.device_get(jax.jit(mapped)(state, batch))
@@ -50,6 +58,9 @@ def test_one_update_on_eight_devices_equals_one_device():
     initial = dqn.make(env, config).init(jax.random.PRNGKey(1)).params
     moved = jax.tree.map(lambda a, b: np.abs(a - b).max(), state_1.params, initial)
     assert max(jax.tree.leaves(moved)) > 1e-4
+    if variant != "dqn":  # the key draws the noise or fractions: another key, another step
+        other_loss = run(1, seed=3)[1]["loss"]
+        assert not np.allclose(other_loss, metrics_1["loss"])
 
 
 @pytest.mark.slow

@@ -123,7 +123,7 @@ def test_q_learning_loss_matches_a_numpy_reference_and_trains_only_the_taken_act
     )
     w_online = rng.normal(size=(obs_dim, A)).astype(np.float32)
     w_target = rng.normal(size=(obs_dim, A)).astype(np.float32)
-    apply_fn = lambda w, obs: obs @ w  # noqa: E731
+    apply_fn = lambda w, obs, draw=None: obs @ w  # noqa: E731
     for double_q, advantage_learning in ((True, 0.0), (False, 0.0), (True, 0.7)):
         loss_fn = functools.partial(dqn.q_learning_loss, apply_fn=apply_fn, gamma=GAMMA,
                                     double_q=double_q, advantage_learning=advantage_learning,

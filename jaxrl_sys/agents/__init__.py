@@ -27,6 +27,7 @@ AGENTS: dict[str, str] = {
     "qmix": "jaxrl_sys.agents.qmix",
     "vdn": "jaxrl_sys.agents.qmix.vdn",
     "pqn": "jaxrl_sys.agents.pqn",
+    "rainbow": "jaxrl_sys.agents.dqn.rainbow",
 }
 
 

@@ -228,6 +228,38 @@ class Head(nn.Module):
         )(x)
 
 
+class NoisyDense(nn.Module):
+    """A linear layer with factorised Gaussian noise on its weights and biases (Fortunato et
+    al. 2018), for exploration by noise: `mu + sigma * f(eps_out) f(eps_in)^T`, with
+    f(x) = sign(x) sqrt(|x|) and one draw of eps per call from the "noise" RNG stream. Without
+    that stream (greedy acting, evaluation) it is the mean layer `mu`.
+
+    The noisy part is computed as `f(eps_out) * ((x * f(eps_in)) @ sigma)`, never forming the
+    [in, out] noise matrix, so a call vmapped over rows (one key each) costs two products."""
+
+    features: int
+    sigma_zero: float = 0.5  # the paper's sigma_0 for factorised noise
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        fan_in = x.shape[-1]
+        bound = 1.0 / np.sqrt(fan_in)
+        uniform = lambda key, shape: jax.random.uniform(key, shape, jnp.float32, -bound, bound)
+        sigma = lambda key, shape: jnp.full(shape, self.sigma_zero * bound, jnp.float32)
+        mu_w = self.param("mu_kernel", uniform, (fan_in, self.features))
+        mu_b = self.param("mu_bias", uniform, (self.features,))
+        sigma_w = self.param("sigma_kernel", sigma, (fan_in, self.features))
+        sigma_b = self.param("sigma_bias", sigma, (self.features,))
+        y = x @ mu_w + mu_b
+        if not self.has_rng("noise"):
+            return y
+        in_key, out_key = jax.random.split(self.make_rng("noise"))
+        scaled = lambda e: jnp.sign(e) * jnp.sqrt(jnp.abs(e))
+        eps_in = scaled(jax.random.normal(in_key, (fan_in,)))
+        eps_out = scaled(jax.random.normal(out_key, (self.features,)))
+        return y + eps_out * ((x * eps_in) @ sigma_w + sigma_b)
+
+
 class ActorCritic(nn.Module):
     """Separate actor and critic MLPs, or (a conv torso) one torso shared by both.
 

@@ -24,8 +24,10 @@ from jaxrl_sys.agents.families.q_learning import (
     build_optimizer, epsilon_greedy, exploration_epsilons, first_learning_iteration, mean_epsilon,
 )
 from jaxrl_sys.agents.dqn.config import Config
-from jaxrl_sys.agents.dqn.losses import Batch
-from jaxrl_sys.agents.dqn.networks import QNetwork, build_network, q_values
+from jaxrl_sys.agents.dqn.losses import Batch, Draw
+from jaxrl_sys.agents.dqn.networks import (
+    QNetwork, build_network, noisy_q_values, q_values, sampled_distribution,
+)
 from jaxrl_sys.core import collectives, obs_norm, replay
 from jaxrl_sys.core.learner import (
     TargetNetState, batch_placement_problem, device_key, gradient_step, init_target_net_state,
@@ -66,7 +68,28 @@ def init(key: jax.Array, spec: EnvSpec, config: Config) -> State:
     )
 
 
-act = epsilon_greedy  # the Q family's acting: argmax Q, or epsilon-greedy
+def act(network: QNetwork, params: Any, obs: jax.Array, key: jax.Array, greedy: bool = False,
+        epsilon: jax.Array | float = 0.0) -> jax.Array:
+    """Actions [B] for observations [B, ...]: the Q family's epsilon-greedy acting
+    (`epsilon_greedy`), or, with noisy layers and not greedy, the argmax of Q-values under
+    each row's own noise, drawn from its key (per-row keys [B], or one key split).
+    Greedy acting and evaluation take the mean layers."""
+    if not network.noisy or greedy:
+        return epsilon_greedy(network, params, obs, key, greedy, epsilon)
+    keys = key if key.ndim == 2 else jax.random.split(key, obs.shape[0])
+    return jnp.argmax(noisy_q_values(network, params, obs, keys), axis=-1)
+
+
+def draws_noise(config: Config) -> bool:
+    """Whether the loss draws randomness per row: noisy layers' noise or IQN's fractions."""
+    return config.noisy or config.distributional == "iqn"
+
+
+def batch_draw(key: jax.Array, num_rows: int, axis_name: Optional[str]) -> Draw:
+    """The loss's randomness for this device's `num_rows` rows of a global batch: `key` (the
+    same on every device) for the noise, and one key per row from its global index."""
+    first = collectives.axis_index(axis_name) * num_rows
+    return Draw(key, per_env_keys(key, first + jnp.arange(num_rows)))
 
 
 def replay_row(obs: jax.Array, action: jax.Array, reward: jax.Array, terminated: jax.Array,
@@ -92,13 +115,17 @@ def init_replay(config: Config, spec: EnvSpec, num_envs: int) -> Any:
 
 
 def update(config: Config, grad_fn: Callable, optimizer: optax.GradientTransformation,
-           axis_name: Optional[str], state: State, batch: Batch
-           ) -> tuple[State, Metrics, jax.Array]:
+           axis_name: Optional[str], state: State, batch: Batch,
+           key: Optional[jax.Array] = None) -> tuple[State, Metrics, jax.Array]:
     """One gradient step on a batch [B, n, ...] of stored (raw) steps, normalised with the
-    state's observation statistics; returns the new state, metrics and TD errors [B]."""
+    state's observation statistics; returns the new state, metrics and TD errors [B]. `key`
+    (the same on every device) draws noisy layers' noise and IQN's fractions per global row;
+    without it they take the mean layers and midpoint fractions."""
     batch = batch.replace(obs=obs_norm.normalize(state.obs_stats, batch.obs),
                           next_obs=obs_norm.normalize(state.obs_stats, batch.next_obs))
-    grads, (td_error, q_mean) = grad_fn(state.params, state.target_params, batch)
+    draw = (batch_draw(key, batch.reward.shape[0], axis_name)
+            if key is not None and draws_noise(config) else None)
+    grads, (td_error, q_mean) = grad_fn(state.params, state.target_params, batch, draw)
     new_state = gradient_step(state, grads, optimizer, axis_name=axis_name, tau=config.tau,
                               target_update_period=config.target_update_period)
     # distributional losses hand back their per-item losses in place of TD errors
@@ -158,7 +185,8 @@ def learn(config: Config, update_fn: Callable, axis_name: Optional[str], state: 
     def one_update(state, buffer, k):
         batch, index = sample_batch(config, axis_name, buffer, device_key(k, axis_name),
                                     local_batch, beta)
-        state, metrics, td_error = update_fn(state, batch)
+        noise_key = jax.random.split(k)[1] if draws_noise(config) else None
+        state, metrics, td_error = update_fn(state, batch, noise_key)
         if config.prioritized:
             buffer = replay.update_priorities(buffer, index, jnp.abs(td_error),
                                               config.priority_alpha)
@@ -200,13 +228,20 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
     config.validate()
     spec = env.spec
     network = build_network(spec, config)
+
+    def q_under(params, obs, draw):
+        if draw is None:
+            return network.apply(params, obs)
+        return sampled_distribution(network, params, obs, draw, config.num_atoms)[0]
+
     loss = functools.partial(
-        losses.q_learning_loss, apply_fn=network.apply, gamma=config.gamma,
+        losses.q_learning_loss, apply_fn=q_under, gamma=config.gamma,
         double_q=config.double_q, advantage_learning=config.advantage_learning,
         huber_delta=config.huber_delta,
     ) if config.distributional == "none" else functools.partial(
         losses.distributional_q_loss,
-        distribution_fn=functools.partial(network.apply, method=QNetwork.distribution),
+        distribution_fn=functools.partial(sampled_distribution, network,
+                                          num_taus=config.num_atoms),
         q_fn=functools.partial(q_values, distributional=config.distributional,
                                support=config.support),
         kind=config.distributional, support=jnp.asarray(config.support, jnp.float32),

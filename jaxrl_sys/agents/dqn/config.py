@@ -7,7 +7,8 @@ import dataclasses
 from jaxrl_sys.agents.families.q_learning import ApeXQConfig
 from jaxrl_sys.core.config import ConfigError, check_at_least, check_choice, check_unit_interval
 
-DISTRIBUTIONAL = ("none", "c51", "qr")  # one value per action, or C51's / QR-DQN's distribution
+# one value per action, or C51's, QR-DQN's or IQN's distribution
+DISTRIBUTIONAL = ("none", "c51", "qr", "iqn")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,12 +27,18 @@ class Config(ApeXQConfig):
     advantage_learning: float = 0.0
     normalize_obs: bool = False
     # Rainbow's distributional head: C51 (Bellemare et al. 2017: logits on num_atoms atoms
-    # evenly spaced from v_min to v_max) or QR-DQN (Dabney et al. 2018: num_atoms quantiles)
+    # evenly spaced from v_min to v_max), QR-DQN (Dabney et al. 2018: num_atoms quantiles) or
+    # IQN (Dabney et al. 2018: quantiles at num_atoms sampled fractions, online and target;
+    # acting averages num_atoms midpoint fractions)
     distributional: str = "none"
     num_atoms: int = 51
     v_min: float = -10.0
     v_max: float = 10.0
-    quantile_kappa: float = 1.0  # QR-DQN's Huber threshold (0: plain quantile regression)
+    quantile_kappa: float = 1.0  # QR-DQN's and IQN's Huber threshold (0: plain regression)
+    num_cosines: int = 64  # IQN's cosine embedding of a fraction
+    # noisy linear Q heads (Fortunato et al. 2018): exploration by their learned noise, drawn
+    # per env and step, instead of epsilon (which must then be 0 throughout)
+    noisy: bool = False
 
     @property
     def warmup_steps(self) -> int:
@@ -61,6 +68,11 @@ class Config(ApeXQConfig):
         check_at_least(self, 0, "quantile_kappa")
         if self.v_max <= self.v_min:
             raise ConfigError(f"v_max={self.v_max} must be above v_min={self.v_min}")
+        check_at_least(self, 1, "num_cosines")
+        if self.noisy and (self.epsilon_start or self.epsilon_end or self.exploration != "schedule"):
+            raise ConfigError("noisy=True explores by its noise: set epsilon_start=0 and "
+                              "epsilon_end=0 with exploration=schedule (as the rainbow "
+                              "agent's defaults do)")
         if self.distributional != "none" and self.advantage_learning:
             raise ConfigError("advantage_learning works on one value per action; "
                               f"distributional={self.distributional!r} needs it 0")

@@ -14,14 +14,57 @@ from typing import Any, Callable, Optional
 import jax
 import jax.numpy as jnp
 import optax
+from flax import struct
 
 from jaxrl_sys.core import replay
 from jaxrl_sys.core.returns import bootstrap_step, n_step_return_and_discount, n_step_targets
 
 Batch = replay.SequenceBatch  # sampled n-step sequences [B, n, ...], importance weights [B]
-ApplyFn = Callable[[Any, jax.Array], jax.Array]  # (params, obs [B, ...]) -> Q-values [B, A]
-# (params, obs [B, ...]) -> per-action distributions [B, A, N]: C51 logits or QR quantiles
-DistributionFn = Callable[[Any, jax.Array], jax.Array]
+
+
+@struct.dataclass
+class Draw:
+    """The randomness of one network pass over a batch [B]: `key` (the same on every device)
+    draws the noisy layers' noise once for the pass, as Fortunato et al. do per batch; `rows`
+    [B] (keyed by each row's global index) draw IQN's fractions per row. A batch split over
+    devices thus draws what one device would."""
+
+    key: jax.Array
+    rows: jax.Array
+
+    def fold(self, index: int) -> "Draw":
+        """The draw of an independent pass (online and target passes differ).
+
+        Args:
+            index: which pass.
+
+        Returns:
+            The pass's randomness: both keys folded with `index`.
+        """
+        return Draw(jax.random.fold_in(self.key, index),
+                    jax.vmap(jax.random.fold_in, (0, None))(self.rows, index))
+
+
+# (params, obs [B, ...], a pass's randomness (`Draw`) or None) -> Q-values [B, A]
+ApplyFn = Callable[[Any, jax.Array, Optional[Draw]], jax.Array]
+# (params, obs [B, ...], a pass's randomness or None) -> (per-action distributions [B, A, N]:
+# C51 logits, QR or IQN quantiles; IQN's fractions [B, N] or None)
+DistributionFn = Callable[[Any, jax.Array, Optional[Draw]],
+                          tuple[jax.Array, Optional[jax.Array]]]
+
+
+def independent_draw(draw: Optional[Draw], index: int) -> Optional[Draw]:
+    """The randomness of a loss's `index`-th network pass (online and target passes each
+    draw their own noise and fractions); None stays None.
+
+    Args:
+        draw: the loss's randomness, or None.
+        index: which pass.
+
+    Returns:
+        The pass's randomness, or None.
+    """
+    return None if draw is None else draw.fold(index)
 
 
 def taken_values(q: jax.Array, actions: jax.Array) -> jax.Array:
@@ -139,8 +182,9 @@ def td_loss(td_error: jax.Array, weights: Optional[jax.Array], huber_delta: floa
     return jnp.mean(huber) if weights is None else jnp.mean(weights * huber)
 
 
-def q_learning_loss(params: Any, target_params: Any, batch: Batch, *, apply_fn: ApplyFn,
-                    gamma: float, double_q: bool, advantage_learning: float,
+def q_learning_loss(params: Any, target_params: Any, batch: Batch,
+                    draw: Optional[Draw] = None, *, apply_fn: ApplyFn, gamma: float,
+                    double_q: bool, advantage_learning: float,
                     huber_delta: float) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
     """DQN's loss on sequences [B, n, ...]: (loss [], (TD errors [B], mean taken Q [])).
 
@@ -151,7 +195,8 @@ def q_learning_loss(params: Any, target_params: Any, batch: Batch, *, apply_fn: 
         params: the online network's parameters.
         target_params: the target network's parameters.
         batch: sequences [B, n, ...] with importance weights [B].
-        apply_fn: `apply_fn(params, obs [B, ...]) -> Q-values [B, A]`.
+        draw: randomness for noisy layers (each pass its own), or None.
+        apply_fn: `apply_fn(params, obs [B, ...], draw or None) -> Q-values [B, A]`.
         gamma: the discount.
         double_q: whether the online network picks the next actions.
         advantage_learning: the action gap's weight (0: off).
@@ -162,14 +207,14 @@ def q_learning_loss(params: Any, target_params: Any, batch: Batch, *, apply_fn: 
         aux: (TD errors [B], scalar mean Q-value of the taken actions).
     """
     boot_obs = bootstrap_observations(batch)
-    q_target_next = apply_fn(target_params, boot_obs)
-    q_online_next = apply_fn(params, boot_obs) if double_q else None
+    q_target_next = apply_fn(target_params, boot_obs, independent_draw(draw, 0))
+    q_online_next = apply_fn(params, boot_obs, independent_draw(draw, 1)) if double_q else None
     targets = q_targets(batch, bootstrap_values(q_target_next, q_online_next), gamma)
     taken = batch.action[:, 0, None].astype(jnp.int32)
     if advantage_learning:
-        q_target_now = apply_fn(target_params, batch.obs[:, 0])
+        q_target_now = apply_fn(target_params, batch.obs[:, 0], independent_draw(draw, 3))
         targets = advantage_learning_targets(targets, q_target_now, taken, advantage_learning)
-    q_taken = taken_values(apply_fn(params, batch.obs[:, 0]), taken)
+    q_taken = taken_values(apply_fn(params, batch.obs[:, 0], independent_draw(draw, 2)), taken)
     td_error = q_taken - targets
     return td_loss(td_error, batch.weights, huber_delta), (td_error, jnp.mean(q_taken))
 
@@ -247,51 +292,57 @@ def quantile_fractions(num_quantiles: int) -> jax.Array:
     return (jnp.arange(num_quantiles, dtype=jnp.float32) + 0.5) / num_quantiles
 
 
-def distributional_q_loss(params: Any, target_params: Any, batch: Batch, *,
-                          distribution_fn: DistributionFn, q_fn: Callable[[jax.Array], jax.Array],
+def distributional_q_loss(params: Any, target_params: Any, batch: Batch,
+                          draw: Optional[Draw] = None, *, distribution_fn: DistributionFn, q_fn: Callable[[jax.Array], jax.Array],
                           kind: str, support: jax.Array, gamma: float, double_q: bool,
                           kappa: float) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
-    """C51's or QR-DQN's loss on sequences [B, n, ...]: (loss [], (per-item losses [B], mean
-    taken Q [])). The per-item losses are what prioritised replay ranks by (Rainbow's
-    choice for C51).
+    """C51's, QR-DQN's or IQN's loss on sequences [B, n, ...]: (loss [], (per-item losses
+    [B], mean taken Q [])). The per-item losses are what prioritised replay ranks by
+    (Rainbow's choice for C51).
 
     The n-step return and discount move the bootstrap state's distribution of its chosen
     action (the online network's argmax with `double_q`, else the target's), which is then
-    C51's projection onto the atoms or QR's target samples.
+    C51's projection onto the atoms, or the target samples of QR (at fixed fractions) and
+    IQN (at the fractions the target pass drew; the online pass regresses at its own).
 
     Args:
         params: the online network's parameters.
         target_params: the target network's parameters.
         batch: sequences [B, n, ...] with importance weights [B].
-        distribution_fn: `distribution_fn(params, obs [B, ...]) -> [B, A, N]`.
+        draw: randomness for noisy layers and IQN's fractions (each pass its own), or None
+            (no noise; IQN at midpoint fractions).
+        distribution_fn: `distribution_fn(params, obs [B, ...], draw or None) -> ([B, A, N],
+            IQN's fractions [B, N] or None)`.
         q_fn: Q-values [B, A] of `distribution_fn`'s output (`networks.q_values`).
-        kind: "c51" or "qr".
+        kind: "c51", "qr" or "iqn".
         support: [N] C51's atoms (unused by QR).
         gamma: the discount.
         double_q: whether the online network picks the next actions.
-        kappa: QR's Huber threshold.
+        kappa: QR's and IQN's Huber threshold.
 
     Returns:
         loss: the scalar loss.
         aux: (per-item losses [B], scalar mean Q-value of the taken actions).
     """
     boot_obs = bootstrap_observations(batch)
-    next_target = distribution_fn(target_params, boot_obs)
-    chooser = distribution_fn(params, boot_obs) if double_q else next_target
+    next_target, _ = distribution_fn(target_params, boot_obs, independent_draw(draw, 0))
+    chooser = (distribution_fn(params, boot_obs, independent_draw(draw, 1))[0] if double_q
+               else next_target)
     next_actions = jnp.argmax(q_fn(chooser), axis=-1)
     next_dist = jax.lax.stop_gradient(
         jnp.take_along_axis(next_target, next_actions[:, None, None], axis=1)[:, 0])  # [B, N]
     returns, discounts = n_step_return_and_discount(
         batch.reward, batch.terminated, batch.truncated, batch.valid, gamma)
     taken = batch.action[:, 0, None].astype(jnp.int32)
-    now = distribution_fn(params, batch.obs[:, 0])
+    now, now_taus = distribution_fn(params, batch.obs[:, 0], independent_draw(draw, 2))
     taken_dist = jnp.take_along_axis(now, taken[:, :, None], axis=1)[:, 0]  # [B, N]
     if kind == "c51":
         target = c51_target(support, jax.nn.softmax(next_dist, axis=-1), returns, discounts)
         item_loss = c51_loss(taken_dist, target)
     else:
         samples = returns[:, None] + discounts[:, None] * next_dist
-        taus = jnp.broadcast_to(quantile_fractions(taken_dist.shape[-1]), taken_dist.shape)
+        taus = (now_taus if now_taus is not None
+                else jnp.broadcast_to(quantile_fractions(taken_dist.shape[-1]), taken_dist.shape))
         item_loss = quantile_huber_loss(taken_dist, taus, jax.lax.stop_gradient(samples), kappa)
     q_taken = taken_values(q_fn(now), taken)
     loss = jnp.mean(item_loss) if batch.weights is None else jnp.mean(batch.weights * item_loss)
