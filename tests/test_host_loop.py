@@ -78,10 +78,12 @@ def test_ppo_learns_gymnasium_cartpole():
 @pytest.mark.parametrize("agent, env_name, steps", [
     ("dqn", "gymnasium:CartPole-v1", 2048),
     ("sac", "gymnasium:Pendulum-v1", 1600),
+    ("ddpg", "gymnasium:Pendulum-v1", 1600),
 ])
 @pytest.mark.slow
 def test_off_policy_agents_run_end_to_end(tmp_path, agent, env_name, steps):
-    """DQN and SAC train through the CLI's host loop past their warm-up, with finite losses."""
+    """DQN, SAC and DDPG (Ape-X's per-env noise, its gymnasium entry) train through the CLI's
+    host loop past their warm-up, with finite losses."""
     overrides = ["--set", "learning_starts=800"]
     code = train_script.main(["--agent", agent, "--env", env_name, "--total-steps", str(steps),
                  "--chunks", "4", "--no-progress", "--run-root", str(tmp_path), *overrides])

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from jaxrl_sys.agents import sac
-from jaxrl_sys.agents.sac.networks import init_twin_critics
+from jaxrl_sys.agents.families.continuous_control import init_twin_critics
 
 
 def test_soft_target_is_min_of_target_twins_minus_entropy_term_cut_only_at_termination():

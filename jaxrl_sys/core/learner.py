@@ -256,3 +256,23 @@ def when_ready(ready: jax.Array, learn: Callable, state: PyTree, buffer: PyTree,
         return state, buffer, jax.tree.map(lambda m: jnp.full(m.shape, jnp.nan, m.dtype), shapes)
 
     return jax.lax.cond(ready, learn, skip, state, buffer, key)
+
+
+def apex_rates(base: float, alpha: float, env_ids: jax.Array, num_envs: int) -> jax.Array:
+    """Ape-X's fixed exploration rate per env (Horgan et al. 2018): env i of N keeps
+    `base ** (1 + alpha * i / (N - 1))` (`base` if N = 1) for the whole run, by global env
+    id, so the rates are the same however the envs are split over devices. The Q family
+    takes it as epsilon, the deterministic-policy family as its noise scale.
+
+    Args:
+        base: the rate of env 0.
+        alpha: how fast the rates fall with the env id.
+        env_ids: [E] int32 global env ids.
+        num_envs: N, the envs of a seed over all devices.
+
+    Returns:
+        [E] float32 rates.
+    """
+    spread = env_ids.astype(jnp.float32) / max(1, num_envs - 1)
+    return jnp.power(base, 1.0 + alpha * spread)
+

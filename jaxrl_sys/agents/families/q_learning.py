@@ -21,7 +21,7 @@ from jaxrl_sys.core.config import (
     RolloutBudget, check_at_least, check_budget, check_choice, check_layer_widths,
     check_open_unit_interval, check_positive, check_unit_interval,
 )
-from jaxrl_sys.core.learner import exact_linear_schedule
+from jaxrl_sys.core.learner import apex_rates, exact_linear_schedule
 from jaxrl_sys.core.networks import ACTIVATIONS, TORSOS
 
 EXPLORATIONS = ("schedule", "apex")  # annealed epsilon for all envs, or Ape-X's fixed per env
@@ -196,8 +196,7 @@ def exploration_epsilons(config: ApeXQConfig, env_steps: jax.Array,
         [E] float32 exploration rates.
     """
     if config.exploration == "apex":
-        spread = env_ids.astype(jnp.float32) / max(1, config.num_envs - 1)
-        return jnp.power(config.apex_base, 1.0 + config.apex_alpha * spread)
+        return apex_rates(config.apex_base, config.apex_alpha, env_ids, config.num_envs)
     return jnp.broadcast_to(epsilon_at(config, env_steps), env_ids.shape)
 
 

@@ -29,17 +29,21 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 import jax
 import jax.numpy as jnp
 import optax
 
+from jaxrl_sys.agents.families.continuous_control import (
+    Critic, local_batch_size, mean_over_learned, transition,
+)
+from jaxrl_sys.agents.families.continuous_control import init_replay as init_transition_replay
 from jaxrl_sys.agents.sac import losses
 from jaxrl_sys.agents.sac.acting import act, next_noise, policy_or_explore
 from jaxrl_sys.agents.sac.config import Config
-from jaxrl_sys.agents.sac.learner import absorb, init, local_batch_size, mean_over_learned, update
-from jaxrl_sys.agents.sac.networks import Actor, Critic
+from jaxrl_sys.agents.sac.learner import absorb, init, update
+from jaxrl_sys.agents.sac.networks import Actor
 from jaxrl_sys.agents.sac.types import EnvState, Setup, State
 from jaxrl_sys.core import collectives, obs_norm, replay
 from jaxrl_sys.core.config import ConfigError
@@ -57,30 +61,9 @@ class Agent(BoundAgent):
     setup: Setup  # what the functions are bound to (the host loop's functions bind it too)
 
 
-def transition(obs_dtype: Any, obs: jax.Array, action: jax.Array, reward: jax.Array,
-               terminated: jax.Array, next_obs: jax.Array) -> dict:
-    """One replay row per env (leaves [envs, ...]), observations stored as `obs_dtype`."""
-    return dict(
-        obs=obs.astype(obs_dtype),
-        action=action,
-        reward=reward.astype(jnp.float32),
-        terminated=terminated,
-        next_obs=next_obs.astype(obs_dtype),
-    )
-
-
 def init_replay(setup: Setup, num_envs: int) -> replay.ReplayState:
     """Empty replay for `num_envs` envs, `capacity_per_env` transitions each."""
-    spec = setup.env.spec
-    obs_dtype = jnp.dtype(spec.obs_dtype)
-    example = dict(
-        obs=jnp.zeros(spec.obs_shape, obs_dtype),
-        action=jnp.zeros(tuple(spec.action_space.shape), jnp.float32),
-        reward=jnp.zeros((), jnp.float32),
-        terminated=jnp.zeros((), jnp.bool_),
-        next_obs=jnp.zeros(spec.obs_shape, obs_dtype),
-    )
-    return replay.init(example, num_envs, setup.config.capacity_per_env)
+    return init_transition_replay(setup.env.spec, num_envs, setup.config.capacity_per_env)
 
 
 def init_envs(setup: Setup, key: jax.Array, env_ids: jax.Array) -> EnvState:
@@ -99,7 +82,7 @@ def train_step(setup: Setup, state: State, env_state: EnvState, key: jax.Array
         obs_stats=obs_norm.update_if_empty(state.obs_stats, env_state.envs.obs, setup.axis_name)
     )
     local_envs = env_state.envs.obs.shape[0]
-    local_batch = local_batch_size(config, local_envs)
+    local_batch = local_batch_size(config.batch_size, config.num_envs, local_envs)
 
     def env_step(carry, t):
         state, es = carry

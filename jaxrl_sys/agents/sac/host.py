@@ -10,10 +10,11 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 
-from jaxrl_sys.agents.sac.acting import policy_or_explore, white_noise
-from jaxrl_sys.agents.sac.agent import Agent, init_replay, transition
+from jaxrl_sys.agents.families.continuous_control import mean_over_learned, transition, white_noise
+from jaxrl_sys.agents.sac.acting import policy_or_explore
+from jaxrl_sys.agents.sac.agent import Agent, init_replay
 from jaxrl_sys.agents.sac.config import Config
-from jaxrl_sys.agents.sac.learner import absorb, init, mean_over_learned
+from jaxrl_sys.agents.sac.learner import absorb, init
 from jaxrl_sys.agents.sac.types import Params, Setup, State
 from jaxrl_sys.core import obs_norm, replay
 from jaxrl_sys.core.types import HostFns, Metrics, Rollout

@@ -3,18 +3,17 @@ step's transitions into replay followed by `updates_per_step` such steps."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
 import jax.numpy as jnp
 import optax
 
-from jaxrl_sys.agents.sac.config import Config
-from jaxrl_sys.agents.sac.networks import init_twin_critics
+from jaxrl_sys.agents.families.continuous_control import absorb as absorb_transitions
+from jaxrl_sys.agents.families.continuous_control import global_noise, init_twin_critics
 from jaxrl_sys.agents.sac.types import Params, Setup, State, Trainable
 from jaxrl_sys.core import collectives, obs_norm, replay
-from jaxrl_sys.core.config import ConfigError
-from jaxrl_sys.core.learner import device_key, when_ready
 from jaxrl_sys.core.types import Metrics
 
 
@@ -38,17 +37,6 @@ def init(setup: Setup, key: jax.Array) -> State:
                  obs_stats=obs_norm.init_stats(config.normalize_obs, spec.obs_shape))
 
 
-def global_noise(setup: Setup, key: jax.Array, local_batch: int) -> jax.Array:
-    """This device's slice [local_batch, A] of the policy noise drawn for the global batch,
-    so that N devices draw what 1 device would."""
-    devices = collectives.axis_size(setup.axis_name)
-    if devices == 1:
-        return jax.random.normal(key, (local_batch, setup.action_dim))
-    noise = jax.random.normal(key, (devices * local_batch, setup.action_dim))
-    start = collectives.axis_index(setup.axis_name) * local_batch
-    return jax.lax.dynamic_slice_in_dim(noise, start, local_batch)
-
-
 def update(setup: Setup, state: State, batch: dict, key: jax.Array) -> tuple[State, Metrics]:
     """One Adam step on the critics, the actor and alpha, then Polyak-average the targets.
 
@@ -68,7 +56,8 @@ def update(setup: Setup, state: State, batch: dict, key: jax.Array) -> tuple[Sta
     trainable = Trainable(params.actor, params.critic, params.log_alpha)
     grads, metrics = jax.grad(setup.loss, has_aux=True)(
         trainable, params.target_critic, batch,
-        global_noise(setup, now_key, local_batch), global_noise(setup, next_key, local_batch),
+        global_noise(setup.axis_name, now_key, local_batch, setup.action_dim),
+        global_noise(setup.axis_name, next_key, local_batch, setup.action_dim),
     )
     grads = collectives.pmean(grads, setup.axis_name)
     steps, opt_state = setup.optimizer.update(grads, state.opt_state)
@@ -87,58 +76,14 @@ def update(setup: Setup, state: State, batch: dict, key: jax.Array) -> tuple[Sta
     return new_state, collectives.pmean(metrics, setup.axis_name)
 
 
-def local_batch_size(config: Config, local_envs: int) -> int:
-    """This device's share of the global batch: batch_size * local_envs / num_envs."""
-    share = config.batch_size * local_envs
-    if share % config.num_envs:
-        devices = config.num_envs // local_envs
-        raise ConfigError(
-            f"batch_size={config.batch_size} does not divide over {devices} devices"
-        )
-    return share // config.num_envs
-
-
-def mean_over_learned(metrics: Metrics, learned: jax.Array) -> Metrics:
-    """Per-step metrics [T] averaged over the steps that learned ([T], 0 or 1); NaN if none
-    did (the driver averages with nanmean)."""
-    count = jnp.sum(learned)
-    return jax.tree.map(
-        lambda m: jnp.where(count > 0, jnp.sum(m) / jnp.maximum(count, 1.0), jnp.nan), metrics
-    )
-
-
 def absorb(setup: Setup, state: State, buffer: replay.ReplayState, transition: dict,
            key: jax.Array, local_batch: int
            ) -> tuple[State, replay.ReplayState, Metrics, jax.Array]:
     """Add one vector step's transitions (leaves [local envs, ...]) to `buffer`, then take
-    `updates_per_step` updates once past `learning_starts`. Shared with the host loop.
+    `updates_per_step` SAC updates once past `learning_starts` (the family's `absorb`).
+    Shared with the host loop.
 
     Returns (state, buffer, metrics averaged over the updates or 0, whether it learned).
     """
-    config = setup.config
-    buffer = replay.add(buffer, transition)
-    state = state.replace(
-        env_steps=state.env_steps + config.num_envs,
-        obs_stats=obs_norm.update(state.obs_stats, transition["obs"], setup.axis_name),
-    )
-    learn = state.env_steps >= config.learning_starts
-
-    def updates(state, buffer, key):
-        sample_key, grad_key = jax.random.split(key)
-        # every update's batch in one draw: [updates, local batch, ...]
-        batches, _ = replay.sample(buffer, device_key(sample_key, setup.axis_name),
-                                   config.updates_per_step * local_batch)
-        batches = jax.tree.map(
-            lambda x: x.reshape(config.updates_per_step, local_batch, *x.shape[1:]), batches)
-
-        def one_update(state, batch_and_u):
-            batch, u = batch_and_u
-            return update(setup, state, batch, jax.random.fold_in(grad_key, u))
-
-        state, metrics = jax.lax.scan(
-            one_update, state, (batches, jnp.arange(config.updates_per_step)))
-        return state, buffer, jax.tree.map(jnp.mean, metrics)
-
-    state, buffer, metrics = when_ready(learn, updates, state, buffer, key)
-    metrics = jax.tree.map(lambda m: jnp.where(learn, m, 0.0), metrics)
-    return state, buffer, metrics, learn.astype(jnp.float32)
+    return absorb_transitions(setup.config, setup.axis_name, functools.partial(update, setup),
+                              state, buffer, transition, key, local_batch)

@@ -12,9 +12,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxrl_sys.agents.sac.acting import to_unit_box
+from jaxrl_sys.agents.families.continuous_control import Critic, to_unit_box, twin_q_values
 from jaxrl_sys.agents.sac.distributions import tanh_gaussian_sample
-from jaxrl_sys.agents.sac.networks import Actor, Critic, twin_q_values
+from jaxrl_sys.agents.sac.networks import Actor
 from jaxrl_sys.agents.sac.types import Trainable
 from jaxrl_sys.core.types import Metrics
 

@@ -11,7 +11,8 @@ import optax
 from flax import struct
 
 from jaxrl_sys.agents.sac.config import Config
-from jaxrl_sys.agents.sac.networks import Actor, Critic
+from jaxrl_sys.agents.families.continuous_control import Critic
+from jaxrl_sys.agents.sac.networks import Actor
 from jaxrl_sys.core import obs_norm, replay
 from jaxrl_sys.core.rollout import VecEnvState
 from jaxrl_sys.core.types import Env

@@ -1,0 +1,46 @@
+"""TD3's and DDPG's shipped per-env defaults as data, and the envs they are promised to learn.
+
+Each `Tuned` entry lists the config fields its env changes and what they reached; how each was
+found is in docs/notes/td3.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from jaxrl_sys.agents.td3.config import Config
+from jaxrl_sys.core.config import NOT_MEASURED, Tuned, tuned_config
+from jaxrl_sys.core.types import LearningPromise
+
+DEFAULT_ENV = "Pendulum-v1"
+
+TUNED: tuple[Tuned, ...] = (
+    Tuned("Pendulum-v1", {}, f"{NOT_MEASURED}: TD3's paper settings, 30k steps"),
+    # the host loop: short rollouts keep the acting policy fresh; Ape-X's noise per env
+    Tuned("gymnasium:Pendulum-v1", dict(rollout_steps=10, exploration="apex"),
+          f"{NOT_MEASURED}: Ape-X's per-env noise through the host loop"),
+    Tuned("brax:*", dict(total_steps=1_000_000, num_envs=128, rollout_steps=8,
+                         updates_per_step=32, buffer_size=2**20, batch_size=256,
+                         learning_starts=8192, actor_learning_rate=3e-4,
+                         critic_learning_rate=3e-4, hidden=(256, 256), normalize_obs=True),
+          f"{NOT_MEASURED}: SAC's Brax settings for TD3"),
+)
+
+PROMISES: tuple[LearningPromise, ...] = (
+    LearningPromise("Pendulum-v1", -200.0, test_seeds=2),
+)
+
+# DDPG (Lillicrap et al. 2016, as Fujimoto et al. re-ran it): one critic, the actor and
+# targets every step, no target policy smoothing
+DDPG: dict[str, Any] = dict(twin_critics=False, policy_delay=1, policy_noise=0.0)
+
+
+def default_config(env_name: str) -> Config:
+    """The TD3 config for `env_name`: shared defaults with that env's tuned overrides."""
+    return tuned_config(Config(), TUNED, env_name)
+
+
+def ddpg_config(env_name: str) -> Config:
+    """DDPG's config for `env_name`: TD3's with `DDPG`'s fields."""
+    return dataclasses.replace(default_config(env_name), **DDPG)
