@@ -11,6 +11,7 @@ through truncation and never through termination.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Sequence
 
 import flax.linen as nn
@@ -63,6 +64,25 @@ def white_noise(keys: jax.Array, action_dim: int) -> jax.Array:
         [B, A] float32 noise.
     """
     return jax.vmap(lambda k: jax.random.normal(k, (action_dim,)))(keys)
+
+
+def correlated_noise(last: jax.Array, fresh: jax.Array, correlation: float) -> jax.Array:
+    """One step of an AR(1) process with unit variance: `correlation` of the last noise kept,
+    the rest fresh standard normal noise; `fresh` itself (white noise) at 0. Near 1 a policy's
+    perturbations last tens of steps, which sparse rewards such as MountainCarContinuous's
+    need (Eberhard et al. 2023).
+
+    Args:
+        last: [B, A] the last step's noise.
+        fresh: [B, A] standard normal noise.
+        correlation: the share kept, in [0, 1).
+
+    Returns:
+        [B, A] noise with unit variance.
+    """
+    if correlation == 0.0:
+        return fresh
+    return correlation * last + math.sqrt(1.0 - correlation**2) * fresh
 
 
 def uniform_actions(keys: jax.Array, low: jax.Array, high: jax.Array) -> jax.Array:

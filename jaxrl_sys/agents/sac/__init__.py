@@ -22,12 +22,11 @@ from jaxrl_sys.agents.sac.defaults import (
     default_config,
 )
 from jaxrl_sys.agents.sac.distributions import (
-    correlated_noise,
     tanh_gaussian_log_prob,
     tanh_gaussian_sample,
     tanh_log_det_jacobian,
 )
-from jaxrl_sys.agents.families.continuous_control import Critic, mean_over_learned
+from jaxrl_sys.agents.families.continuous_control import Critic, correlated_noise, mean_over_learned
 from jaxrl_sys.agents.sac.losses import actor_loss, alpha_loss, critic_loss, sac_loss, soft_target
 from jaxrl_sys.agents.sac.networks import LOG_STD_MAX, LOG_STD_MIN, Actor
 from jaxrl_sys.agents.sac.types import EnvState, Params, State, Trainable

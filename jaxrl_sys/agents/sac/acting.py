@@ -6,8 +6,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxrl_sys.agents.families.continuous_control import to_env_units, uniform_actions, white_noise
-from jaxrl_sys.agents.sac.distributions import correlated_noise, tanh_gaussian_sample
+from jaxrl_sys.agents.families.continuous_control import correlated_noise, to_env_units, uniform_actions, white_noise
+from jaxrl_sys.agents.sac.distributions import tanh_gaussian_sample
 from jaxrl_sys.agents.sac.types import Params, Setup
 
 

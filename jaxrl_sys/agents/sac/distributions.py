@@ -36,11 +36,3 @@ def tanh_gaussian_sample(
     log-density [B]; `noise` [B, A] is standard normal."""
     u = mean + jnp.exp(log_std) * noise
     return jnp.tanh(u), tanh_gaussian_log_prob(mean, log_std, u)
-
-
-def correlated_noise(last: jax.Array, fresh: jax.Array, correlation: float) -> jax.Array:
-    """One step of an AR(1) process with unit variance: `correlation` of the last noise kept,
-    the rest fresh standard normal noise (same shapes); `fresh` itself (white noise) at 0."""
-    if correlation == 0.0:
-        return fresh
-    return correlation * last + math.sqrt(1.0 - correlation**2) * fresh

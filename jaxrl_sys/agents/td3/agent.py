@@ -26,8 +26,8 @@ import optax
 from flax import struct
 
 from jaxrl_sys.agents.families.continuous_control import (
-    Critic, absorb, global_noise, init_replay, init_twin_critics, local_batch_size,
-    mean_over_learned, to_env_units, transition, uniform_actions, white_noise,
+    Critic, absorb, correlated_noise, global_noise, init_replay, init_twin_critics,
+    local_batch_size, mean_over_learned, to_env_units, transition, uniform_actions, white_noise,
 )
 from jaxrl_sys.agents.td3 import losses
 from jaxrl_sys.agents.td3.config import Config
@@ -79,6 +79,7 @@ class EnvState:
 
     envs: VecEnvState
     replay: replay.ReplayState
+    noise: jax.Array  # [envs, A]: the last step's standard normal acting noise, from 0
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -143,13 +144,13 @@ def act(setup: Setup, params: Params, obs: jax.Array, key: jax.Array,
     return noisy_actions(setup, params, obs, white_noise(keys, setup.action_dim), scales)
 
 
-def policy_or_explore(setup: Setup, params: Params, obs: jax.Array, keys: jax.Array,
-                      env_ids: jax.Array, env_steps: jax.Array) -> jax.Array:
-    """Each env's exploring action [B, A] (its own noise scale, from its key in `keys` [B]),
-    or a uniform random one before `learning_starts` env steps."""
-    noise_keys, random_keys = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
-    policy = noisy_actions(setup, params, obs, white_noise(noise_keys, setup.action_dim),
-                           exploration_scales(setup.config, env_ids))
+def policy_or_explore(setup: Setup, params: Params, obs: jax.Array, noise: jax.Array,
+                      keys: jax.Array, env_ids: jax.Array, env_steps: jax.Array) -> jax.Array:
+    """Each env's exploring action [B, A]: the policy's plus `noise` [B, A] at the env's own
+    scale, or a uniform random one (from its key in `keys` [B]) before `learning_starts`
+    env steps."""
+    random_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
+    policy = noisy_actions(setup, params, obs, noise, exploration_scales(setup.config, env_ids))
     return jnp.where(env_steps < setup.config.learning_starts,
                      uniform_actions(random_keys, setup.low, setup.high), policy)
 
@@ -194,7 +195,8 @@ def update(setup: Setup, state: State, batch: dict, key: jax.Array) -> tuple[Sta
 def init_envs(setup: Setup, key: jax.Array, env_ids: jax.Array) -> EnvState:
     """Reset the envs `env_ids` [E] and give them empty replay rows."""
     return EnvState(reset_envs(setup.env, key, env_ids),
-                    init_replay(setup.env.spec, env_ids.shape[0], setup.config.capacity_per_env))
+                    init_replay(setup.env.spec, env_ids.shape[0], setup.config.capacity_per_env),
+                    jnp.zeros((env_ids.shape[0], setup.action_dim), jnp.float32))
 
 
 def absorb_step(setup: Setup, state: State, buffer: replay.ReplayState, row: dict,
@@ -221,16 +223,18 @@ def train_step(setup: Setup, state: State, env_state: EnvState, key: jax.Array
         state, es = carry
         act_key, env_key, update_key = jax.random.split(jax.random.fold_in(key, t), 3)
         vstate = es.envs
+        keys = per_env_keys(act_key, vstate.env_ids)
+        noise = correlated_noise(es.noise, white_noise(keys, setup.action_dim),
+                                 config.noise_correlation)
         action = policy_or_explore(setup, state.params,
-                                   obs_norm.normalize(state.obs_stats, vstate.obs),
-                                   per_env_keys(act_key, vstate.env_ids), vstate.env_ids,
-                                   state.env_steps)
+                                   obs_norm.normalize(state.obs_stats, vstate.obs), noise, keys,
+                                   vstate.env_ids, state.env_steps)
         vstate, result = step_envs(env, vstate, action, env_key)
         row = transition(obs_dtype, es.envs.obs, action, result.reward, result.terminated,
                          result.info["final_observation"])
         state, buffer, metrics, learned = absorb_step(setup, state, es.replay, row, update_key,
                                                       local_batch)
-        return (state, EnvState(vstate, buffer)), (metrics, learned,
+        return (state, EnvState(vstate, buffer, noise)), (metrics, learned,
                                                    episode_metrics(result.info, None))
 
     (state, env_state), (metrics, learned, episodes) = jax.lax.scan(

@@ -41,6 +41,9 @@ class Config(RolloutBudget):
     policy_noise: float = 0.2  # target policy smoothing's noise (in [-1, 1] action units)
     noise_clip: float = 0.5  # and its clip
     exploration_noise: float = 0.1  # Gaussian acting noise (in [-1, 1] action units)
+    # the acting noise per env as an AR(1) process keeping this share of the last step's
+    # (unit variance either way; 0: white noise), as SAC's; on-device loop only
+    noise_correlation: float = 0.0
     exploration: str = "fixed"
     apex_base: float = 0.4
     apex_alpha: float = 7.0
@@ -64,6 +67,8 @@ class Config(RolloutBudget):
             )
         check_positive(self, "actor_learning_rate", "critic_learning_rate", "tau")
         check_unit_interval(self, "gamma", "tau")
+        if not 0.0 <= self.noise_correlation < 1.0:
+            raise ConfigError(f"noise_correlation={self.noise_correlation} must be in [0, 1)")
         check_choice(self, "exploration", EXPLORATIONS)
         check_open_unit_interval(self, "apex_base")
         check_choice(self, "activation", ACTIVATIONS)

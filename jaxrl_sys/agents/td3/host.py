@@ -12,12 +12,13 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_sys.agents.families.continuous_control import (
-    init_replay, mean_over_learned, transition,
+    init_replay, mean_over_learned, transition, white_noise,
 )
 from jaxrl_sys.agents.td3.agent import Agent, Params, Setup, State, absorb_step, init
 from jaxrl_sys.agents.td3.agent import policy_or_explore
+from jaxrl_sys.agents.td3.config import Config
 from jaxrl_sys.core import obs_norm, replay
-from jaxrl_sys.core.types import HostFns, Metrics, Rollout, host_takes_any_config
+from jaxrl_sys.core.types import HostFns, Metrics, Rollout
 
 
 def host_act(setup: Setup, actor: tuple[Params, Optional[obs_norm.RunningStats]],
@@ -26,8 +27,9 @@ def host_act(setup: Setup, actor: tuple[Params, Optional[obs_norm.RunningStats]]
     """Actions [B, A] for the actor's envs (global ids `env_ids` [B], keys [B]), and no
     extras."""
     params, obs_stats = actor
-    return policy_or_explore(setup, params, obs_norm.normalize(obs_stats, obs), keys, env_ids,
-                             env_steps), {}
+    noise = white_noise(jax.vmap(lambda k: jax.random.fold_in(k, 0))(keys), setup.action_dim)
+    return policy_or_explore(setup, params, obs_norm.normalize(obs_stats, obs), noise, keys,
+                             env_ids, env_steps), {}
 
 
 def host_learn(setup: Setup, state: State, buffer: replay.ReplayState, rollout: Rollout,
@@ -65,4 +67,9 @@ def host_fns(agent: Agent) -> HostFns:
     )
 
 
-host_config_problem = host_takes_any_config  # every valid config runs in the host loop
+def host_config_problem(config: Config) -> Optional[str]:
+    """What `config` asks of the host loop that it does not do (one line), or None."""
+    if config.noise_correlation:
+        return ("noise_correlation runs in the on-device loop only (gymnax and brax envs); "
+                "the host loop explores with white noise")
+    return None
