@@ -20,6 +20,7 @@ class Config(ContinuousControlConfig):
     `twin_critics=False, policy_delay=1, policy_noise=0` (the `ddpg` agent's defaults). The
     defaults solve Pendulum-v1; other envs' tuned values are in defaults.py."""
 
+    total_steps: int = 50_000
     tau: float = 0.005  # Polyak rate of the target actor and critics
     actor_learning_rate: float = 1e-3
     critic_learning_rate: float = 1e-3

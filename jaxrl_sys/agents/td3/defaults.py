@@ -16,10 +16,14 @@ from jaxrl_sys.core.types import LearningPromise
 DEFAULT_ENV = "Pendulum-v1"
 
 TUNED: tuple[Tuned, ...] = (
-    Tuned("Pendulum-v1", {}, f"{NOT_MEASURED}: TD3's paper settings, 30k steps"),
+    Tuned("Pendulum-v1", {},
+          "greedy -183.4 (td3) and -172.5 (ddpg) over 4 seeds at 30k steps; the 16-seed "
+          "learning checks at the shipped 50k: results/td3.md"),
     # the host loop: short rollouts keep the acting policy fresh; Ape-X's noise per env
-    Tuned("gymnasium:Pendulum-v1", dict(rollout_steps=10, exploration="apex"),
-          f"{NOT_MEASURED}: Ape-X's per-env noise through the host loop"),
+    Tuned("gymnasium:Pendulum-v1", dict(total_steps=30_000, rollout_steps=10,
+                                        exploration="apex"),
+          "ddpg (Ape-X DDPG): greedy -140.6 over 16 episodes at 30k steps, one seed "
+          "(results/td3.md)"),
     Tuned("brax:*", dict(total_steps=1_000_000, num_envs=128, rollout_steps=8,
                          updates_per_step=32, buffer_size=2**20, batch_size=256,
                          learning_starts=8192, actor_learning_rate=3e-4,
