@@ -1,7 +1,7 @@
-"""TD3 and DDPG: the losses by hand, the actor and targets moving every `policy_delay` steps,
-one update on 8 devices equal to one on 1, Ape-X's noise scales by env id, and refusals.
-Learning: tests/test_learning.py's `td3:Pendulum-v1` and `ddpg:Pendulum-v1` (their PROMISES);
-the host loop: tests/test_host_loop.py."""
+"""TD3 and DDPG (the `td3` package; `ddpg` is the registered agent): the losses by hand, the
+actor and targets moving every `policy_delay` steps, one update on 8 devices equal to one on
+1, Ape-X's noise scales by env id, and refusals. Learning: tests/test_learning.py's
+`ddpg:Pendulum-v1` (its PROMISES); the host loop: tests/test_host_loop.py."""
 
 import dataclasses
 
@@ -81,7 +81,7 @@ def test_each_loss_moves_only_its_own_parameters():
 
 @pytest.mark.parametrize("name, delay", [("td3", 2), ("ddpg", 1)])
 def test_the_actor_and_targets_move_every_policy_delay_steps(name, delay):
-    module = agents.load(name)
+    module = td3 if name == "td3" else agents.load(name)
     agent = module.make(envs.make("Pendulum-v1"), module.default_config("Pendulum-v1"),
                         axis_name=None)
     assert agent.config.policy_delay == delay
