@@ -61,7 +61,7 @@ def test_the_marl_suite_pairs_team_agents_with_team_envs_only():
 
 @pytest.mark.parametrize("argv, message", [
     (["--suite", "atari"], "unknown suite"),
-    (["--agents", "a2c"], "unknown agent"),
+    (["--agents", "a3c"], "unknown agent"),
     (["--agents", "sac", "--suite", "bsuite"], "no agent"),
     (["--seeds", "0"], "--seeds"),
     (["--report", "--suite", "bsuite"], "cannot read"),

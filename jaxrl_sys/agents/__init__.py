@@ -29,6 +29,8 @@ AGENTS: dict[str, str] = {
     "pqn": "jaxrl_sys.agents.pqn",
     "rainbow": "jaxrl_sys.agents.dqn.rainbow",
     "ddpg": "jaxrl_sys.agents.td3.ddpg",
+    "a2c": "jaxrl_sys.agents.ppo.a2c",
+    "pg": "jaxrl_sys.agents.ppo.pg",
 }
 
 

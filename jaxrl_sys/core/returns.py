@@ -56,6 +56,41 @@ def gae(
     return advantages, advantages + values
 
 
+def episode_returns(rewards: jax.Array, terminated: jax.Array, truncated: jax.Array,
+                    gamma: float) -> tuple[jax.Array, jax.Array]:
+    """REINFORCE's whole-episode returns: each step's discounted reward-to-go to the end of its
+    episode, and whether that end lies inside the rollout. Arrays are [T, ...]; an episode
+    ends where it terminates or is truncated, and nothing is bootstrapped, so the return of a
+    step whose episode runs past the rollout's end is unknown (`complete` False).
+
+    G_t = r_t + gamma * (1 - done_t) * G_{t+1},  complete_t = done_t or complete_{t+1}
+
+    Args:
+        rewards: [T, ...] rewards.
+        terminated: bool [T, ...].
+        truncated: bool [T, ...].
+        gamma: the discount.
+
+    Returns:
+        returns: [T, ...] discounted rewards to the episode's end (partial where not complete).
+        complete: bool [T, ...] whether the step's episode ends within the rollout.
+    """
+    done = jnp.logical_or(terminated, truncated)
+
+    def backward(carry, x):
+        """One step back: the return and completeness of step t from those of t + 1."""
+        following, ends_ahead = carry
+        reward, ends = x
+        value = reward + gamma * jnp.where(ends, 0.0, following)
+        complete = jnp.logical_or(ends, ends_ahead)
+        return (value, complete), (value, complete)
+
+    start = (jnp.zeros_like(rewards[0]), jnp.zeros(rewards.shape[1:], jnp.bool_))
+    _, (returns, complete) = jax.lax.scan(backward, start, (rewards, done), reverse=True,
+                                          unroll=16)
+    return returns, complete
+
+
 def bootstrap_step(terminated: jax.Array, truncated: jax.Array, valid: jax.Array) -> jax.Array:
     """Index [B] of the step of sequences [B, n] whose next state `n_step_targets`
     bootstraps from: the first episode end, or the last valid step, or n - 1.

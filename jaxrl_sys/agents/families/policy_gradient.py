@@ -28,6 +28,9 @@ from jaxrl_sys.core.rollout import per_env_keys
 from jaxrl_sys.core.types import Metrics, PyTree
 
 
+OPTIMIZERS = ("adam", "rmsprop")
+
+
 @dataclasses.dataclass(frozen=True)
 class ClippedPPOConfig(RolloutBudget):
     """The hyper-parameters of every clipped-PPO learner here (PPO's, MAPPO's) and their checks;
@@ -48,6 +51,7 @@ class ClippedPPOConfig(RolloutBudget):
     # value updates clipped to +-clip_eps: suits small (normalised or scaled) returns only
     clip_value: bool = False
     max_grad_norm: float = 0.5
+    optimizer: str = "adam"  # or "rmsprop" (A2C's: decay 0.99, eps 1e-5)
     normalize_advantages: bool = True
     reward_scale: float = 1.0
     hidden: tuple[int, ...] = (32, 32)
@@ -76,13 +80,16 @@ class ClippedPPOConfig(RolloutBudget):
         check_positive(self, "learning_rate", "max_grad_norm", "clip_eps", "reward_scale")
         check_unit_interval(self, "gamma", "gae_lambda")
         check_choice(self, "activation", ACTIVATIONS)
+        check_choice(self, "optimizer", OPTIMIZERS)
         check_layer_widths(self, "hidden")
         check_choice(self, "memory", MEMORIES)
 
 
 def build_optimizer(config: Any) -> optax.GradientTransformation:
-    """Adam with global-norm clipping and (optionally) a linearly annealed learning rate over
-    every gradient step of the run (`num_iterations * update_epochs * num_minibatches`).
+    """Adam (or, with `optimizer="rmsprop"`, RMSProp as A2C's paper and Stable-Baselines3
+    set it: decay 0.99, eps 1e-5) with global-norm clipping and (optionally) a linearly
+    annealed learning rate over every gradient step of the run (`num_iterations *
+    update_epochs * num_minibatches`).
 
     Args:
         config: a `ClippedPPOConfig` (or one with its fields and `num_iterations`).
@@ -92,9 +99,11 @@ def build_optimizer(config: Any) -> optax.GradientTransformation:
     """
     updates = config.num_iterations * config.update_epochs * config.num_minibatches
     lr = learning_rate(config.learning_rate, config.anneal_lr, updates)
-    return optax.chain(
-        optax.clip_by_global_norm(config.max_grad_norm), optax.adam(lr, eps=1e-5)
-    )
+    if config.optimizer == "rmsprop":
+        descent = optax.rmsprop(lr, decay=0.99, eps=1e-5)
+    else:
+        descent = optax.adam(lr, eps=1e-5)
+    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), descent)
 
 
 def minibatch_indices(env_ids: jax.Array, key: jax.Array, config: Any) -> jax.Array:

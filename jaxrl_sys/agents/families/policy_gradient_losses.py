@@ -1,10 +1,12 @@
-"""The clipped-PPO objective of the policy-gradient family (PPO, APPO, MAPPO, IPPO) as functions
-of arrays: the clipped policy loss, the value loss (optionally clipped), the entropy term,
-their weighted sum, and advantage normalisation.
+"""The objectives of the policy-gradient family as functions of arrays: PPO's clipped one
+(PPO, APPO, MAPPO, IPPO: the clipped policy loss, the value loss, optionally clipped, the
+entropy term, their weighted sum, and advantage normalisation) and the unclipped actor-critic
+one of A2C and REINFORCE with a baseline (`actor_critic_loss`).
 
 Every array is one flattened minibatch, [N] with N = steps x envs. The targets (advantages and
-returns) are `jaxrl_sys.core.returns.gae`'s, computed once per rollout before the epochs, or
-with PPO's `vtrace=True` V-trace's, computed before every minibatch step.
+returns) are `jaxrl_sys.core.returns.gae`'s, computed once per rollout before the epochs, with
+PPO's `vtrace=True` V-trace's, computed before every minibatch step, or REINFORCE's
+whole-episode returns (`jaxrl_sys.core.returns.episode_returns`).
 """
 
 from __future__ import annotations
@@ -179,3 +181,102 @@ def ppo_loss(
     metrics = dict(loss=total, policy_loss=policy, value_loss=value, entropy=mean_entropy,
                    approx_kl=approx_kl(ratio, log_probs, old_log_probs))
     return total, metrics
+
+
+def weighted_mean(x: jax.Array, weights: Optional[jax.Array]) -> jax.Array:
+    """mean(weights * x) over [N], a scalar; the plain mean when `weights` is None. The
+    denominator is N whatever the weights, so every device's term has the same scale and
+    their mean over devices is the global minibatch's.
+
+    Args:
+        x: [N] values.
+        weights: [N] weights (1 where a step counts, 0 where it does not), or None.
+
+    Returns:
+        The scalar mean.
+    """
+    return jnp.mean(x if weights is None else weights * x)
+
+
+def policy_gradient_loss(log_probs: jax.Array, advantages: jax.Array,
+                         weights: Optional[jax.Array] = None) -> jax.Array:
+    """The score-function surrogate, negated for descent: -mean(w log pi(a|s) A), a scalar
+    from log-probabilities and advantages [N]. Its gradient is the policy gradient estimate
+    -mean(w A grad log pi(a|s)) of A2C and REINFORCE; it equals the clipped surrogate's
+    gradient on the data's own policy (every ratio 1; tested).
+
+    Args:
+        log_probs: [N] log pi(a|s) under the current parameters.
+        advantages: [N] advantages (held fixed).
+        weights: [N] weights, or None for all ones.
+
+    Returns:
+        The scalar loss.
+    """
+    return -weighted_mean(log_probs * jax.lax.stop_gradient(advantages), weights)
+
+
+def actor_critic_loss(
+    log_probs: jax.Array,
+    entropy: jax.Array,
+    values: jax.Array,
+    advantages: jax.Array,
+    returns: jax.Array,
+    weights: Optional[jax.Array] = None,
+    *,
+    vf_coef: float,
+    ent_coef: float,
+    normalize_advantages: bool,
+    axis_name: Optional[str],
+) -> tuple[jax.Array, Metrics]:
+    """A2C's and REINFORCE-with-baseline's loss, policy + vf_coef * value - ent_coef *
+    entropy, with the unclipped `policy_gradient_loss`; each term a `weighted_mean` over the
+    minibatch, so steps of weight 0 (REINFORCE's steps whose episode runs past the rollout)
+    add nothing.
+
+    Args:
+        log_probs: [N] log-probabilities of the taken actions under the current parameters.
+        entropy: [N] policy entropies under the current parameters.
+        values: [N] values under the current parameters.
+        advantages: [N] advantages.
+        returns: [N] value targets.
+        weights: [N] weights, or None for all ones.
+        vf_coef: the value loss's weight.
+        ent_coef: the entropy bonus's weight.
+        normalize_advantages: whether advantages are standardised first
+            (`normalized_advantages`; with weights, over the weighted steps).
+        axis_name: the device axis the standardisation pools over, or None.
+
+    Returns:
+        loss: the scalar loss.
+        metrics: scalars `loss`, `policy_loss`, `value_loss` and `entropy`.
+    """
+    if normalize_advantages:
+        advantages = weighted_normalized_advantages(advantages, weights, axis_name)
+    policy = policy_gradient_loss(log_probs, advantages, weights)
+    value = 0.5 * weighted_mean((values - returns) ** 2, weights)
+    mean_entropy = weighted_mean(entropy, weights)
+    total = policy + vf_coef * value - ent_coef * mean_entropy
+    metrics = dict(loss=total, policy_loss=policy, value_loss=value, entropy=mean_entropy)
+    return total, metrics
+
+
+def weighted_normalized_advantages(advantages: jax.Array, weights: Optional[jax.Array],
+                                   axis_name: Optional[str]) -> jax.Array:
+    """`normalized_advantages` over the steps of weight 1 only (all of them when `weights` is
+    None), pooled over the devices of `axis_name`.
+
+    Args:
+        advantages: [N] advantages.
+        weights: [N] 0/1 weights, or None.
+        axis_name: the device axis to pool the statistics over, or None.
+
+    Returns:
+        [N] standardised advantages (any value where the weight is 0).
+    """
+    if weights is None:
+        return normalized_advantages(advantages, axis_name)
+    count = jnp.maximum(collectives.pmean(jnp.sum(weights), axis_name), ADVANTAGE_EPSILON)
+    mean = collectives.pmean(jnp.sum(weights * advantages), axis_name) / count
+    var = collectives.pmean(jnp.sum(weights * (advantages - mean) ** 2), axis_name) / count
+    return (advantages - mean) / (jnp.sqrt(var) + ADVANTAGE_EPSILON)

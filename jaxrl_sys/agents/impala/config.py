@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from jaxrl_sys.agents.families.policy_gradient import OPTIMIZERS
 from jaxrl_sys.core.config import (
     ConfigError, RolloutBudget, check_at_least, check_budget, check_choice, check_layer_widths,
     check_positive, check_unit_interval,
@@ -28,6 +29,7 @@ class Config(RolloutBudget):
     ent_coef: float = 0.01
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
+    optimizer: str = "adam"  # or "rmsprop" (`families.policy_gradient.build_optimizer`)
     reward_scale: float = 1.0
     hidden: tuple[int, ...] = (32, 32)
     activation: str = "tanh"
@@ -48,5 +50,6 @@ class Config(RolloutBudget):
         check_at_least(self, 0, "vf_coef", "ent_coef")
         check_unit_interval(self, "gamma", "vtrace_lambda")
         check_choice(self, "activation", ACTIVATIONS)
+        check_choice(self, "optimizer", OPTIMIZERS)
         check_choice(self, "torso", TORSOS)
         check_layer_widths(self, "hidden")

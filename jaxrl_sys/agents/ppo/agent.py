@@ -24,6 +24,11 @@ the pi/mu that the clipped ratio uses: computed once per rollout, rho would be 1
 loop and would correct the host loop's lag but never the policy's drift over the epochs. The
 values stay the rollout's (PPO's fixed value targets and clipping reference for the update).
 
+With `objective="vanilla"` the loss is the unclipped policy gradient's
+(`losses.actor_critic_loss`): the `a2c` agent takes it with one epoch of one minibatch per
+short rollout, and the `pg` agent (REINFORCE) with `targets="episode"` too, each step's
+whole-episode return as its target and weight 0 where the episode runs past the rollout.
+
 With `memory="gru"` or `"lstm"` the network is recurrent (`core.networks.RecurrentActorCritic`):
 its state is kept per env in the env carry and reset in the step the env auto-resets
 (terminated or truncated alike); the trajectory stores the state at the rollout's start and
@@ -47,14 +52,14 @@ from jaxrl_sys.agents.families.policy_gradient import (
     rollout_unroll_for, sgd_epochs, shuffled_minibatches, take_minibatches,
 )
 from jaxrl_sys.agents.ppo.config import Config
-from jaxrl_sys.agents.ppo.losses import ppo_loss
+from jaxrl_sys.agents.ppo.losses import actor_critic_loss, ppo_loss
 from jaxrl_sys.agents.ppo.networks import (
     Network, build_network, env_actions, evaluate_sequences, sample_actions, sequence_values,
     state_values, step_policy,
 )
 from jaxrl_sys.core import collectives, obs_norm
 from jaxrl_sys.core.networks import initial_memory, reset_memory, scan_unroll
-from jaxrl_sys.core.returns import gae, vtrace
+from jaxrl_sys.core.returns import episode_returns, gae, vtrace
 from jaxrl_sys.core.rollout import (
     VecEnvState, empty_tally, episode_tally, episode_totals, per_env_keys, reset_envs, step_envs,
 )
@@ -125,6 +130,7 @@ class Batch(NamedTuple):
     returns: jax.Array
     starts: Optional[jax.Array] = None  # recurrent: [T, b] where episodes begin
     memory: Any = None  # recurrent: [b, ...] the state before step 0
+    weights: Optional[jax.Array] = None  # targets="episode": 1 where the step's return is known
 
 
 def collect(env: Env, network: Network, config: Config, axis_name: Optional[str],
@@ -196,12 +202,19 @@ def bootstrap_values(network: Network, params: Any, obs_stats: Optional[obs_norm
 
 def minibatch_loss(network: Network, config: Config, axis_name: Optional[str],
                    params: Any, batch: Batch) -> tuple[jax.Array, Metrics]:
-    """`losses.ppo_loss` of a minibatch [M, B, ...] under `params`, flattened to [M * B]
-    (recurrent: its sequences replayed from their stored state)."""
+    """`losses.ppo_loss` (objective "vanilla": `losses.actor_critic_loss`) of a minibatch
+    [M, B, ...] under `params`, flattened to [M * B] (recurrent: its sequences replayed from
+    their stored state)."""
     flat = lambda x: x.reshape(-1, *x.shape[2:])  # noqa: E731
     log_probs, entropy, values = evaluate_sequences(network, params, batch.memory, batch.obs,
                                                     batch.starts, batch.actions)
     advantages, returns = flat(batch.advantages), flat(batch.returns)
+    if config.objective == "vanilla":
+        weights = None if batch.weights is None else flat(batch.weights)
+        return actor_critic_loss(
+            log_probs, entropy, values, advantages, returns, weights, vf_coef=config.vf_coef,
+            ent_coef=config.ent_coef, normalize_advantages=config.normalize_advantages,
+            axis_name=axis_name)
     old_log_probs, old_values = flat(batch.log_probs), flat(batch.values)
     return ppo_loss(
         log_probs, entropy, values, old_log_probs, old_values, advantages, returns,
@@ -209,6 +222,17 @@ def minibatch_loss(network: Network, config: Config, axis_name: Optional[str],
         clip_value=config.clip_value, normalize_advantages=config.normalize_advantages,
         axis_name=axis_name,
     )
+
+
+def whole_episode_targets(traj: Trajectory,
+                          gamma: float) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """REINFORCE's targets for a rollout [T, B]: advantages G_t - V(s_t), value targets G_t
+    and weights 1 for the steps whose episode ends inside the rollout (their discounted
+    reward-to-go G_t is whole, `core.returns.episode_returns`); 0 for the rest, whose targets
+    are then the rollout's values (nothing to learn)."""
+    returns, complete = episode_returns(traj.rewards, traj.terminated, traj.truncated, gamma)
+    returns = jnp.where(complete, returns, traj.values)
+    return returns - traj.values, returns, complete.astype(traj.values.dtype)
 
 
 def vtrace_targets(network: Network, config: Config, params: Any, obs: jax.Array,
@@ -236,15 +260,18 @@ def update(network: Network, optimizer: optax.GradientTransformation, config: Co
     collected with), whose statistics then take them in, pooled over envs and devices.
     Metrics: means over the epochs' minibatches."""
     obs = obs_norm.normalize(state.obs_stats, traj.obs)
+    weights = None
     if config.vtrace:
         advantages = returns = jnp.zeros_like(traj.values)  # replaced before every step
+    elif config.targets == "episode":
+        advantages, returns, weights = whole_episode_targets(traj, config.gamma)
     else:
         advantages, returns = gae(
             traj.rewards, traj.values, traj.next_values, traj.terminated, traj.truncated,
             config.gamma, config.gae_lambda,
         )
     data = Batch(obs, traj.actions, traj.log_probs, traj.values, advantages, returns,
-                 traj.starts, traj.memory)
+                 traj.starts, traj.memory, weights)
     grad_fn = jax.grad(functools.partial(minibatch_loss, network, config, axis_name),
                        has_aux=True)
     step = functools.partial(minibatch_step, grad_fn, optimizer, axis_name)

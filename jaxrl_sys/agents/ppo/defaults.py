@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from jaxrl_sys.agents.ppo.agent import Config
-from jaxrl_sys.core.config import Tuned, tuned_config
+from jaxrl_sys.core.config import NOT_MEASURED, Tuned, tuned_config
 from jaxrl_sys.core.types import LearningPromise
 
 MINATAR_GAMES = ("Asterix", "Breakout", "Freeway", "SpaceInvaders", "Seaquest")
@@ -113,3 +114,68 @@ PROMISES: tuple[LearningPromise, ...] = (
 def default_config(env_name: str) -> Config:
     """The PPO config for `env_name`: `Config`'s defaults with its tuned entry applied."""
     return tuned_config(Config(), TUNED, env_name)
+
+
+# the sizes of PPO's family entries (budget, network, observation normalisation), which the
+# variants below start from on a family they were not tuned on
+_FAMILY_SIZES: dict[str, dict[str, Any]] = {
+    entry.env: {key: value for key, value in entry.overrides.items()
+                if key in ("total_steps", "hidden", "activation", "normalize_obs",
+                           "reward_scale", "gamma", "memory")}
+    for entry in TUNED if entry.env in ("*-MinAtar", "brax:*", "*-bsuite", "*-popgym")
+}
+# A2C's batch on Brax: more envs than its 16 (Brax steps thousands at once)
+_A2C_FAMILY: dict[str, dict[str, Any]] = {"brax:*": dict(num_envs=256)}
+
+# A2C (Mnih et al. 2016, synchronous): one unclipped gradient step per short rollout, n-step
+# returns (GAE with lambda 1 is the n-step return to the rollout's end) and RMSProp, as
+# Stable-Baselines3's A2C sets them
+A2C: dict[str, Any] = dict(
+    objective="vanilla", update_epochs=1, num_minibatches=1, num_envs=16, rollout_steps=5,
+    gae_lambda=1.0, normalize_advantages=False, optimizer="rmsprop", learning_rate=7e-4,
+    anneal_lr=False, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5, total_steps=500_000,
+)
+A2C_TUNED: tuple[Tuned, ...] = (
+    Tuned("CartPole-v1", {},
+          "16/16 seeds reach 475 at 500k steps under native and AVX, mean final greedy 498.9 "
+          "and 500.0 (results/check_learning_issue53.md)"),
+    Tuned("gymnasium:CartPole-v1", {},
+          "host loop with staleness 1 (A3C's lag), one seed: training return 154 at 60k "
+          "steps, 300 at 100k, 171 at 200k (docs/notes/a2c.md)"),
+    *(Tuned(env, dict(overrides, **_A2C_FAMILY.get(env, {})),
+            f"{NOT_MEASURED}: PPO's family entry with A2C's update")
+      for env, overrides in _FAMILY_SIZES.items()),
+)
+A2C_PROMISES: tuple[LearningPromise, ...] = (
+    LearningPromise("CartPole-v1", 475.0),
+)
+
+# REINFORCE with a learned baseline (Williams 1992): whole-episode returns, one unclipped
+# gradient step per rollout of 4 envs x 1000 steps, long enough that most episodes end inside
+# it; the learning rate annealed to 0 (held at 1e-2, 2 of 16 seeds collapsed late)
+PG: dict[str, Any] = dict(
+    objective="vanilla", targets="episode", update_epochs=1, num_minibatches=1, num_envs=4,
+    rollout_steps=1000, normalize_advantages=True, learning_rate=1e-2, anneal_lr=True,
+    ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5, total_steps=500_000,
+)
+PG_TUNED: tuple[Tuned, ...] = (
+    Tuned("CartPole-v1", {},
+          "16/16 seeds reach 475 at 500k steps under native and AVX, mean final greedy 498.3 "
+          "(results/check_learning_issue53.md)"),
+    *(Tuned(env, dict(overrides, memory="none"), f"{NOT_MEASURED}: PPO's family entry with "
+            "REINFORCE's update, feed-forward (whole-episode returns take no memory)")
+      for env, overrides in _FAMILY_SIZES.items()),
+)
+PG_PROMISES: tuple[LearningPromise, ...] = (
+    LearningPromise("CartPole-v1", 475.0),
+)
+
+
+def a2c_config(env_name: str) -> Config:
+    """A2C's config for `env_name`: `A2C` over `Config`'s defaults, then its tuned entry."""
+    return tuned_config(dataclasses.replace(Config(), **A2C), A2C_TUNED, env_name)
+
+
+def pg_config(env_name: str) -> Config:
+    """REINFORCE's config for `env_name`: `PG` over `Config`'s defaults, then its tuned entry."""
+    return tuned_config(dataclasses.replace(Config(), **PG), PG_TUNED, env_name)

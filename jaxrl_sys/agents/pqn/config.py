@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from jaxrl_sys.agents.families.policy_gradient import OPTIMIZERS
 from jaxrl_sys.core.config import (
     ConfigError, RolloutBudget, check_at_least, check_budget, check_choice, check_layer_widths,
     check_positive, check_unit_interval,
@@ -27,6 +28,7 @@ class Config(RolloutBudget):
     learning_rate: float = 1e-3
     anneal_lr: bool = True  # linearly to 0 over every gradient step
     max_grad_norm: float = 10.0
+    optimizer: str = "adam"  # or "rmsprop" (`families.policy_gradient.build_optimizer`)
     gamma: float = 0.99
     reward_scale: float = 1.0  # rewards are multiplied by this before the targets
     q_lambda: float = 0.65  # Q(lambda)'s lambda: 0 is one-step Q-learning
@@ -58,6 +60,7 @@ class Config(RolloutBudget):
         check_unit_interval(self, "gamma", "q_lambda", "epsilon_start", "epsilon_end",
                             "exploration_fraction")
         check_choice(self, "activation", ACTIVATIONS)
+        check_choice(self, "optimizer", OPTIMIZERS)
         check_choice(self, "torso", PQN_TORSOS)
         check_layer_widths(self, "hidden")
         if not isinstance(self.layer_norm, bool):
