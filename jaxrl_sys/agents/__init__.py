@@ -31,6 +31,8 @@ AGENTS: dict[str, str] = {
     "ddpg": "jaxrl_sys.agents.td3.ddpg",
     "a2c": "jaxrl_sys.agents.ppo.a2c",
     "pg": "jaxrl_sys.agents.ppo.pg",
+    "es": "jaxrl_sys.agents.es",
+    "ars": "jaxrl_sys.agents.es.ars",
 }
 
 

@@ -139,6 +139,8 @@ A2C_TUNED: tuple[Tuned, ...] = (
     Tuned("CartPole-v1", {},
           "16/16 seeds reach 475 at 500k steps under native and AVX, mean final greedy 498.9 "
           "and 500.0 (results/check_learning_issue53.md)"),
+    Tuned("Acrobot-v1", {}, "greedy -84.0 over 4 seeds at 500k steps, training returns "
+          "[-85.7, -86.1, -86.8, -87.1] (docs/notes/a2c.md)"),
     Tuned("gymnasium:CartPole-v1", {},
           "host loop with staleness 1 (A3C's lag), one seed: training return 154 at 60k "
           "steps, 300 at 100k, 171 at 200k (docs/notes/a2c.md)"),
@@ -162,6 +164,8 @@ PG_TUNED: tuple[Tuned, ...] = (
     Tuned("CartPole-v1", {},
           "16/16 seeds reach 475 at 500k steps under native and AVX, mean final greedy 498.3 "
           "(results/check_learning_issue53.md)"),
+    Tuned("Acrobot-v1", {}, "greedy -84.9 over 4 seeds at 500k steps, training returns "
+          "[-88.3, -86.5, -87.1, -85.3] (docs/notes/a2c.md)"),
     *(Tuned(env, dict(overrides, memory="none"), f"{NOT_MEASURED}: PPO's family entry with "
             "REINFORCE's update, feed-forward (whole-episode returns take no memory)")
       for env, overrides in _FAMILY_SIZES.items()),
