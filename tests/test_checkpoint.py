@@ -70,7 +70,7 @@ CHUNKS = 5  # killed after the first finished checkpoint: chunks 1-3 are the kil
                             "--set", "learning_starts=1024", "--set", "hidden=16",
                             "--set", "batch_size=16"]),  # replayed team sequences
     ("pqn", CHUNKS * 1024, []),
-], ids=["ppo", "dqn", "ppo-gru", "qmix-gru", "pqn"])
+], ids=["ppo", "dqn", "ppo-gru", "ars", "qmix-gru", "pqn"])
 @pytest.mark.slow
 def test_killed_run_resumes_exactly(tmp_path, capsys, agent, steps, extra):
     """Killed with SIGKILL and resumed in a process of its own, the run ends where the same
