@@ -1,4 +1,4 @@
-"""Our PPO/SAC against Brax's own trainers on one Brax task: `python benchmarks/bench_brax.py`.
+"""Our PPO/SAC/ES/ARS against Brax's own trainers on one Brax task: `python benchmarks/bench_brax.py`.
 
 Side by side in one run, on the same env (task, backend, episode bound of 1000), number of
 envs, env steps and hyper-parameters (ours are the task's shipped defaults; Brax's trainer
@@ -15,6 +15,14 @@ evaluator (jaxrl_sys.evaluation on our Brax adapter) for both.
 
     python benchmarks/bench_brax.py --env inverted_pendulum --agents ppo
     python benchmarks/bench_brax.py --env hopper --agents ppo,sac --steps 1000000
+    python benchmarks/bench_brax.py --env inverted_pendulum --agents es,ars --steps 4000000
+
+ES and ARS: our population of P members is Brax's P/2 perturbations with their antithetic
+twins (`population_size`, `number_of_directions`), ARS's top fraction its `top_directions`;
+both sides' env-steps/s count every simulated step (Brax's `training/sps` is envs x episode
+length per epoch, as ours). Their budgets differ in what they count: ours every simulated
+step, Brax's only the steps inside episodes, so on a task whose episodes end early Brax runs
+more generations for the same `--steps`.
 """
 
 from __future__ import annotations
@@ -96,6 +104,9 @@ def theirs(agent: str, task: str, steps: int, config, backend: str) -> dict:
     from brax.training.agents.ppo import train as ppo_train
     from brax.training.agents.sac import networks as sac_networks
     from brax.training.agents.sac import train as sac_train
+    from brax.training.agents.es import networks as es_networks
+    from brax.training.agents.es import train as es_train
+    from brax.training.agents.ars import train as ars_train
 
     adapter = envs.make(f"brax:{task}", backend=backend, episode_stats=False)
     activation = {"tanh": jnp.tanh, "relu": jax.nn.relu, "silu": jax.nn.silu}[config.activation]
@@ -126,6 +137,25 @@ def theirs(agent: str, task: str, steps: int, config, backend: str) -> dict:
                 adapter.brax_env.reset, jax.random.PRNGKey(0)).info,
             network_factory=network, num_evals=3, run_evals=False, progress_fn=progress,
             max_devices_per_host=1)
+    elif agent == "es":
+        network = functools.partial(es_networks.make_es_networks,
+                                    hidden_layer_sizes=config.hidden, activation=activation)
+        make_policy, params, _ = es_train.train(
+            adapter.brax_env, num_timesteps=steps, episode_length=config.rollout_steps,
+            population_size=config.population // 2, learning_rate=config.learning_rate,
+            perturbation_std=config.noise_std, l2coeff=config.weight_decay,
+            fitness_shaping=es_train.FitnessShaping.CENTERED_RANK,
+            normalize_observations=config.normalize_obs, network_factory=network,
+            deterministic_eval=True, num_evals=3, progress_fn=progress, max_devices_per_host=1)
+    elif agent == "ars":
+        directions = config.population // 2
+        make_policy, params, _ = ars_train.train(
+            adapter.brax_env, num_timesteps=steps, episode_length=config.rollout_steps,
+            number_of_directions=directions,
+            top_directions=max(1, int(config.top_fraction * directions)),
+            step_size=config.learning_rate, exploration_noise_std=config.noise_std,
+            normalize_observations=config.normalize_obs, num_evals=3, progress_fn=progress,
+            max_devices_per_host=1)
     else:
         network = functools.partial(sac_networks.make_sac_networks,
                                     hidden_layer_sizes=config.hidden, activation=activation)
@@ -138,7 +168,7 @@ def theirs(agent: str, task: str, steps: int, config, backend: str) -> dict:
             max_replay_size=config.buffer_size, network_factory=network,
             num_evals=3, progress_fn=progress, max_devices_per_host=1)
     seconds = time.perf_counter() - start
-    policy = make_policy(params, deterministic=True)
+    policy = make_policy(params) if agent == "ars" else make_policy(params, deterministic=True)
     greedy = lambda _, obs, key, **kw: policy(obs, key)[0]  # noqa: E731
     returns, _ = jax.jit(lambda key: evaluate(envs.make(f"brax:{task}", backend=backend),
                                               greedy, None, key, jnp.arange(EVAL_EPISODES)))(
@@ -163,8 +193,8 @@ def bench(args: argparse.Namespace) -> int:
     envs.make(f"brax:{args.env}", backend=backend)  # a bad task or backend: one line
     configs = {}
     for agent in args.agents.split(","):  # every config checked before anything trains
-        if agent not in ("ppo", "sac"):
-            raise UsageError(f"--agents: {agent!r} is not ppo or sac")
+        if agent not in ("ppo", "sac", "es", "ars"):
+            raise UsageError(f"--agents: {agent!r} is not ppo, sac, es or ars")
         configs[agent] = apply_overrides(
             agents.load(agent).default_config(f"brax:{args.env}"), config_overrides)
     print(f"| brax:{args.env} ({backend}) | agent | env steps | envs | return "
@@ -191,7 +221,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     set_safe_cpu_flags()  # Brax's trainer under the XLA:CPU flags train.py runs ours with
     parser = Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="inverted_pendulum", help="Brax task")
-    parser.add_argument("--agents", default="ppo", help="comma-separated: ppo, sac")
+    parser.add_argument("--agents", default="ppo", help="comma-separated: ppo, sac, es, ars")
     parser.add_argument("--steps", type=int, default=None,
                         help="env steps (default: the task's shipped total_steps)")
     parser.add_argument("--set", dest="overrides", action="append", default=[],

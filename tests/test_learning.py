@@ -3,13 +3,13 @@
 The cases are the registered agents' promises (`LearningPromise`s in each agent's
 defaults.py), so a new agent's promises are tested here without a line of this file. Each test
 trains a case exactly as `jaxrl-check-learning` does (the config and chunking of `jaxrl-train`,
-greedy evaluation at every chunk's end) on the promise's `test_seeds` (four), and judges with the
-margin that the 16-seed measurement under every code-generation setting supports
-(docs/learning-checks.md): the
-defaults meet the rule there (15 of 16 seeds reach the threshold, none that did ends more than
-5% below it), so here at least 3 of 4 seeds must reach the threshold and the median seed must
-end above the collapse floor. No test leans on one machine's trajectory: `.ci/run` runs these
-again under another `--xla_cpu_max_isa`.
+greedy evaluation at every chunk's end) on the promise's `test_seeds` (two, or one where a
+seed's training costs the suite most): the smallest run that shows the defaults learn. How
+they learn over many seeds is the learning check's job: 16 seeds under every code-generation
+setting, held to 15 of 16 reaching the threshold with none ending more than 5% below it
+(docs/learning-checks.md). Here every seed but one (the only seed, when there is one) must
+reach the threshold and the median seed must end above that collapse floor. No test leans on
+one machine's trajectory: `.ci/run` runs these again under another `--xla_cpu_max_isa`.
 """
 
 import os
@@ -41,7 +41,7 @@ def check(result: lc.CaseResult) -> None:
               f"{verdict.reached.tolist()} (threshold {result.threshold:g})")
     print(detail)
     assert np.all(np.isfinite(result.train_returns[-1])), detail
-    assert verdict.reached.sum() >= len(result.seeds) - 1, detail
+    assert verdict.reached.sum() >= max(1, len(result.seeds) - 1), detail
     assert np.median(verdict.final) >= lc.collapse_floor(result.threshold), detail
 
 

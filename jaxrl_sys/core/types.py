@@ -205,7 +205,8 @@ class LearningPromise:
     `eval_episodes` > 0 judges the greedy policy, evaluated at the end of every
     `eval_every`-th chunk; 0 judges the mean return of the training episodes of each chunk.
     `overrides` ((field, value) pairs) go on top of the shipped defaults; empty means none.
-    `test_seeds`: seeds 0..n-1 that tests/test_learning.py trains it on; 0 where a test of its
+    `test_seeds`: seeds 0..n-1 that tests/test_learning.py trains it on (2; 1 where one seed's
+    training costs the suite most); 0 where a test of its
     own trains it (a slow case: the host loop, MuZero), or where the suite leaves it to
     `jaxrl-check-learning` (a further env on a code path that another of the agent's promises
     already trains in the suite); `note` names that test or the results file.
@@ -218,7 +219,7 @@ class LearningPromise:
     overrides: tuple[tuple[str, Any], ...] = ()
     chunks: int = 20
     note: str = ""
-    test_seeds: int = 4
+    test_seeds: int = 2
 
 
 # What an agent learns to play (`AgentDef.PLAYS`): one agent's view of an env; two-player
