@@ -3,12 +3,12 @@
 The cases are the registered agents' promises (`LearningPromise`s in each agent's
 defaults.py), so a new agent's promises are tested here without a line of this file. Each test
 trains a case exactly as `jaxrl-check-learning` does (the config and chunking of `jaxrl-train`,
-greedy evaluation at every chunk's end) on the promise's `test_seeds` (two, or one where a
-seed's training costs the suite most): the smallest run that shows the defaults learn. How
-they learn over many seeds is the learning check's job: 16 seeds under every code-generation
-setting, held to 15 of 16 reaching the threshold with none ending more than 5% below it
-(docs/learning-checks.md). Here every seed but one (the only seed, when there is one) must
-reach the threshold and the median seed must end above that collapse floor. No test leans on
+greedy evaluation at every chunk's end) on the promise's `test_seeds` (seed 0 alone): the
+smallest run that shows the defaults learn. How they learn over many seeds is the
+learning check's job: 16 seeds under every code-generation setting, held to 15 of 16 reaching
+the threshold with none ending more than 5% below it (docs/learning-checks.md). Here the seed
+must reach the threshold and end above that collapse floor (with several seeds: every seed but
+one, and the median). No test leans on
 one machine's trajectory: `.ci/run` runs these again under another `--xla_cpu_max_isa`.
 """
 

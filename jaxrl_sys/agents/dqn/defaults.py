@@ -95,7 +95,6 @@ RAINBOW_TUNED: tuple[Tuned, ...] = tuple(
 
 RAINBOW_PROMISES: tuple[LearningPromise, ...] = (
     LearningPromise("CartPole-v1", 475.0, overrides=(("total_steps", 150_000),), chunks=15,
-                    test_seeds=1,
                     note="150k of the shipped 200k steps; 16 seeds: native pass, AVX 2 "
                          "collapsed at the last evaluation (results/rainbow.md)"),
 )

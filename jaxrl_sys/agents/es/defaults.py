@@ -34,7 +34,7 @@ TUNED: tuple[Tuned, ...] = (
 
 PROMISES: tuple[LearningPromise, ...] = (
     LearningPromise("CartPole-v1", 475.0, overrides=(("total_steps", 1_000_000),), chunks=10,
-                    test_seeds=1, note="1M of the shipped 2M steps"),
+                    note="1M of the shipped 2M steps"),
 )
 
 # ARS V2-t (Mania et al. 2018): a linear policy on standardised observations, plain SGD
@@ -50,7 +50,7 @@ ARS_TUNED: tuple[Tuned, ...] = (
 )
 ARS_PROMISES: tuple[LearningPromise, ...] = (
     LearningPromise("CartPole-v1", 475.0, overrides=(("total_steps", 500_000),), chunks=10,
-                    test_seeds=1, note="500k of the shipped 2M steps"),
+                    note="500k of the shipped 2M steps"),
 )
 
 

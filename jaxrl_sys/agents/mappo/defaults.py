@@ -31,7 +31,7 @@ TUNED: tuple[Tuned, ...] = (
 
 PROMISES: tuple[LearningPromise, ...] = (
     LearningPromise("jaxmarl:MPE_simple_spread_v3", -60.0, overrides=(("total_steps", 1_000_000),),
-                    chunks=10, test_seeds=1, note="team-sum return; random play: -79"),
+                    chunks=10, note="team-sum return; random play: -79"),
 )
 
 

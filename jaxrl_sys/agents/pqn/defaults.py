@@ -30,7 +30,7 @@ TUNED: tuple[Tuned, ...] = (
 )
 
 PROMISES: tuple[LearningPromise, ...] = (
-    LearningPromise("CartPole-v1", 475.0, test_seeds=1),
+    LearningPromise("CartPole-v1", 475.0),
 )
 
 

@@ -34,7 +34,7 @@ TUNED: tuple[Tuned, ...] = (
 
 PROMISES: tuple[LearningPromise, ...] = (
     LearningPromise("jaxmarl:MPE_simple_spread_v3", -60.0, overrides=(("total_steps", 600_000),),
-                    chunks=10, test_seeds=1,
+                    chunks=10,
                     note="team-sum return; random play: -79; 600k steps, 16 seeds for each "
                          "mixer (results/check_learning_shorter_promises.md)"),
 )

@@ -32,8 +32,7 @@ TUNED: tuple[Tuned, ...] = (
 PROMISES: tuple[LearningPromise, ...] = (
     LearningPromise("MemoryChain-bsuite", 0.9, overrides=(("total_steps", 100_000),),
                     note="100k of the shipped 500k steps: every seed is at 1.0 from the first "
-                         "chunks (results/check_learning_shorter_promises.md)",
-                    test_seeds=1),
+                         "chunks (results/check_learning_shorter_promises.md)"),
 )
 
 

@@ -40,7 +40,7 @@ PROMISES: tuple[LearningPromise, ...] = (
 )
 # DDPG's, in the suite: one critic, every step, no smoothing
 DDPG_PROMISES: tuple[LearningPromise, ...] = (
-    LearningPromise("Pendulum-v1", -200.0, test_seeds=1),
+    LearningPromise("Pendulum-v1", -200.0),
 )
 
 # DDPG (Lillicrap et al. 2016, as Fujimoto et al. re-ran it): one critic, the actor and
