@@ -70,7 +70,10 @@ CHUNKS = 5  # killed after the first finished checkpoint: chunks 1-3 are the kil
                             "--set", "learning_starts=1024", "--set", "hidden=16",
                             "--set", "batch_size=16"]),  # replayed team sequences
     ("pqn", CHUNKS * 1024, []),
-], ids=["ppo", "dqn", "ppo-gru", "ars", "qmix-gru", "pqn"])
+    ("maddpg", CHUNKS * 512, ["--set", "num_envs=8", "--set", "rollout_steps=8",
+                              "--set", "batch_size=64", "--set", "buffer_size=1024",
+                              "--set", "learning_starts=512", "--set", "hidden=16"]),
+], ids=["ppo", "dqn", "ppo-gru", "ars", "qmix-gru", "pqn", "maddpg"])
 @pytest.mark.slow
 def test_killed_run_resumes_exactly(tmp_path, capsys, agent, steps, extra):
     """Killed with SIGKILL and resumed in a process of its own, the run ends where the same

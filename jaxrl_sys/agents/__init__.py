@@ -33,6 +33,7 @@ AGENTS: dict[str, str] = {
     "pg": "jaxrl_sys.agents.ppo.pg",
     "es": "jaxrl_sys.agents.es",
     "ars": "jaxrl_sys.agents.es.ars",
+    "maddpg": "jaxrl_sys.agents.maddpg",
 }
 
 

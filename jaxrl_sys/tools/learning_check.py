@@ -194,11 +194,15 @@ def run_case(
     setting: str = "native",
     num_devices: int = 1,
     on_chunk: Optional[Callable[[int, int], None]] = None,
+    stop_when_reached: bool = False,
 ) -> CaseResult:
     """Train `case` for every seed (vmapped; the host loop runs them one after another).
 
     `on_chunk(done, total)` reports progress. The placement and chunking are those of
     `scripts/train.py` with `--chunks case.chunks`, plus greedy evaluation when asked.
+    `stop_when_reached` ends a device run at the first chunk at which every seed's judged
+    return is at the threshold, its curves ending there (the learning tests: the run has shown
+    that it learns).
     """
     config = case_config(case, agent_module)
     iters, num_chunks = chunking(config.num_iterations, case.chunks)  # as train.py chunks
@@ -209,7 +213,8 @@ def run_case(
                                                 iters, num_chunks, on_chunk)
     else:
         train, evals, train_seconds = _run_device(case, agent_module, registry, config, seeds,
-                                                  iters, num_chunks, num_devices, on_chunk)
+                                                  iters, num_chunks, num_devices, on_chunk,
+                                                  stop_when_reached)
     return CaseResult(
         case=case.name, setting=setting, seeds=[int(s) for s in seeds],
         threshold=case.threshold,
@@ -220,7 +225,7 @@ def run_case(
 
 
 def _run_device(case, agent_module, registry, config, seeds, iters, num_chunks, num_devices,
-                on_chunk):
+                on_chunk, stop_when_reached):
     env = registry.make(case.env)
     agent = agent_module.make(env, config)
     eval_fn = None
@@ -233,12 +238,19 @@ def _run_device(case, agent_module, registry, config, seeds, iters, num_chunks, 
     def report(summary: driver.ChunkSummary, _seconds: float) -> bool:
         if on_chunk is not None:
             on_chunk(summary.chunk + 1, num_chunks)
-        return False
+        return stop_when_reached and reached(summary)
+
+    def reached(summary: driver.ChunkSummary) -> bool:
+        judged = summary.eval_returns if case.eval_episodes else summary.returns
+        return bool(np.all(np.asarray(judged) >= case.threshold))
 
     result = driver.train(runner, np.asarray(seeds), num_chunks, report)
-    train = np.stack([h.returns for h in result.history])
-    evals = (np.stack([h.eval_returns for h in result.history])
-             if case.eval_episodes else None)
+    history = result.history
+    if stop_when_reached:  # the driver runs a chunk ahead: cut the curves where they reached
+        ends = [i for i, summary in enumerate(history) if reached(summary)]
+        history = history[:ends[0] + 1] if ends else history
+    train = np.stack([h.returns for h in history])
+    evals = np.stack([h.eval_returns for h in history]) if case.eval_episodes else None
     return train, evals, result.train_seconds
 
 

@@ -283,7 +283,8 @@ def local_batch_size(batch_size: int, num_envs: int, local_envs: int) -> int:
 
 
 def global_noise(axis_name: str | None, key: jax.Array, local_batch: int,
-                 action_dim: int) -> jax.Array:
+                 action_dim: int | tuple[int, ...],
+                 draw: Callable[..., jax.Array] = jax.random.normal) -> jax.Array:
     """This device's slice of the noise drawn for the global batch, so that N devices draw
     what 1 device would.
 
@@ -291,15 +292,17 @@ def global_noise(axis_name: str | None, key: jax.Array, local_batch: int,
         axis_name: the device axis, or None.
         key: a PRNG key, the same on every device.
         local_batch: this device's rows.
-        action_dim: A.
+        action_dim: A, or a row's shape.
+        draw: `draw(key, shape)`, the noise's distribution (standard normal by default).
 
     Returns:
-        [local_batch, A] standard normal noise.
+        [local_batch, A] (or [local_batch, *shape]) noise.
     """
+    row = (action_dim,) if isinstance(action_dim, int) else tuple(action_dim)
     devices = collectives.axis_size(axis_name)
     if devices == 1:
-        return jax.random.normal(key, (local_batch, action_dim))
-    noise = jax.random.normal(key, (devices * local_batch, action_dim))
+        return draw(key, (local_batch, *row))
+    noise = draw(key, (devices * local_batch, *row))
     start = collectives.axis_index(axis_name) * local_batch
     return jax.lax.dynamic_slice_in_dim(noise, start, local_batch)
 

@@ -1,0 +1,258 @@
+"""MADDPG (Lowe et al. 2017) for a cooperative team with discrete actions: decentralised
+actors, one centralised critic per agent over the world state and the joint action, learned
+off-policy from replayed joint steps on device.
+
+`make(env, config)` binds config, networks and the functions below into an `Agent` of pure
+functions following the agent contract; the losses are in losses.py. One set of actor
+parameters serves every agent, and one set of critic parameters every agent's critic (each
+network reads the agent's one-hot id). Acting samples each agent's policy (Gumbel-max), or
+uniformly among the legal actions before `learning_starts`; the actors learn through the
+straight-through Gumbel-softmax. Replay is the continuous-control family's: env-major and per
+device, each device sampling its share of the global batch; the Gumbel noise of an update is
+drawn for the global batch and sliced, and gradients are averaged over `axis_name`, so one
+update on N devices equals one on 1 device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from jaxrl_sys.agents.families.continuous_control import (
+    absorb, global_noise, local_batch_size, mean_over_learned,
+)
+from jaxrl_sys.agents.families.teams import check_team
+from jaxrl_sys.agents.maddpg import losses
+from jaxrl_sys.agents.maddpg.config import Config
+from jaxrl_sys.agents.maddpg.losses import Targets, Trainable, gumbel_max_actions
+from jaxrl_sys.agents.maddpg.networks import CentralCritics, TeamActor
+from jaxrl_sys.core import collectives, obs_norm, replay
+from jaxrl_sys.core.learner import batch_placement_problem
+from jaxrl_sys.core.rollout import (
+    VecEnvState, episode_metrics, legal_actions, per_env_keys, reset_envs, step_envs,
+)
+from jaxrl_sys.core.types import BoundAgent, Env, EnvSpec, Metrics
+
+DEFAULT_EVAL_EPISODES = 32  # greedy: each agent's most likely legal action
+PLAYS = "team"  # what it learns (core.types.PLAYS)
+MEMORY = "none"  # whether its network is recurrent (core.types.MEMORY)
+
+
+@struct.dataclass
+class Params:
+    """The team's actor, the agents' critics and their target copies."""
+
+    actor: Any
+    critic: Any
+    target_actor: Any
+    target_critic: Any
+
+
+class OptState(NamedTuple):
+    """The actor's and the critics' optimiser states."""
+
+    actor: Any
+    critic: Any
+
+
+@struct.dataclass
+class State:
+    """Learner state: parameters, optimiser states and counters (per seed, replicated);
+    `obs_stats` stays None (the family's field: MADDPG does not normalise)."""
+
+    params: Params
+    opt_state: OptState
+    env_steps: jax.Array  # env steps taken so far, over all envs of the seed
+    updates: jax.Array  # gradient steps so far
+    obs_stats: Optional[obs_norm.RunningStats] = None
+
+
+@struct.dataclass
+class EnvState:
+    """Per-env state: the teams' envs and their replay rows (leading env axis)."""
+
+    envs: VecEnvState
+    replay: replay.ReplayState
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Setup:
+    """The static parts `make` binds: config, env, networks, optimisers and loss."""
+
+    config: Config
+    env: Env
+    actor: TeamActor
+    critic: CentralCritics
+    actor_optimizer: optax.GradientTransformation
+    critic_optimizer: optax.GradientTransformation
+    loss: Callable[..., tuple[jax.Array, Metrics]]  # `losses.maddpg_loss`, networks bound
+    axis_name: Optional[str]
+
+
+@dataclasses.dataclass(frozen=True)
+class Agent(BoundAgent):
+    """MADDPG's pure functions bound to one team env and config."""
+
+    setup: Setup
+
+
+def joint_step(spec: EnvSpec) -> dict:
+    """One env's replay row, zeros: the team's observations, world state and legal actions
+    before and after the step, its actions, the team reward and the termination."""
+    agents, actions = spec.num_agents, spec.action_space.n
+    obs = jnp.zeros(spec.obs_shape, jnp.float32)
+    world = jnp.zeros(spec.state_shape, jnp.float32)
+    legal = jnp.ones((agents, actions), jnp.bool_)
+    return dict(obs=obs, world=world, legal=legal, action=jnp.zeros((agents,), jnp.int32),
+                reward=jnp.zeros((), jnp.float32), terminated=jnp.zeros((), jnp.bool_),
+                next_obs=obs, next_world=world, next_legal=legal)
+
+
+def init(setup: Setup, key: jax.Array) -> State:
+    """Fresh actor and critics, targets equal to them, optimiser states and counters."""
+    spec = setup.env.spec
+    row = jax.tree.map(lambda x: x[None], joint_step(spec))
+    joints = jnp.zeros((1, spec.num_agents, spec.num_agents, spec.action_space.n), jnp.float32)
+    actor_key, critic_key = jax.random.split(key)
+    actor = setup.actor.init(actor_key, row["obs"])
+    critic = setup.critic.init(critic_key, row["world"], joints)
+    zero = jnp.zeros((), jnp.int32)
+    return State(params=Params(actor, critic, actor, critic),
+                 opt_state=OptState(setup.actor_optimizer.init(actor),
+                                    setup.critic_optimizer.init(critic)),
+                 env_steps=zero, updates=zero)
+
+
+def act(setup: Setup, params: Params, obs: jax.Array, key: jax.Array, greedy: bool = False,
+        legal: Optional[jax.Array] = None) -> jax.Array:
+    """Team actions [B, N] for observations [B, N, D]: each agent's most likely legal action
+    (`greedy`), or a sample of its policy under per-env keys [B] or one key; `legal`
+    [B, N, A] (all legal if None)."""
+    logits = setup.actor.apply(params.actor, obs.astype(jnp.float32))
+    if legal is None:
+        legal = jnp.ones(logits.shape, jnp.bool_)
+    if greedy:
+        return gumbel_max_actions(logits, legal, jnp.zeros_like(logits))
+    keys = key if key.ndim == 2 else jax.random.split(key, obs.shape[0])
+    gumbel = jax.vmap(lambda k: jax.random.gumbel(k, logits.shape[1:]))(keys)
+    return gumbel_max_actions(logits, legal, gumbel)
+
+
+def explore(setup: Setup, params: Params, obs: jax.Array, legal: jax.Array, keys: jax.Array,
+            env_steps: jax.Array) -> jax.Array:
+    """Each env's team actions [B, N]: samples of the policy, or uniform among the legal
+    actions (from each env's key in `keys` [B]) before `learning_starts` env steps."""
+    policy = act(setup, params, obs, keys, legal=legal)
+    random_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
+    uniform = gumbel_max_actions(
+        jnp.zeros(legal.shape), legal,
+        jax.vmap(lambda k: jax.random.gumbel(k, legal.shape[1:]))(random_keys))
+    return jnp.where(env_steps < setup.config.learning_starts, uniform, policy)
+
+
+def update(setup: Setup, state: State, batch: dict, key: jax.Array) -> tuple[State, Metrics]:
+    """One gradient step on the critics and the actor from this device's share of the global
+    batch, then the targets move towards both by `tau` (Polyak)."""
+    config, params = setup.config, state.params
+    local, agents, actions = batch["legal"].shape[:3]
+    noise = global_noise(setup.axis_name, key, local, (2, agents, actions),
+                         draw=jax.random.gumbel)
+    grads, metrics = jax.grad(setup.loss, has_aux=True)(
+        Trainable(params.actor, params.critic), Targets(params.target_actor,
+                                                        params.target_critic),
+        batch, jnp.moveaxis(noise, 1, 0))
+    grads = collectives.pmean(grads, setup.axis_name)
+    actor_step, actor_opt = setup.actor_optimizer.update(grads.actor, state.opt_state.actor)
+    critic_step, critic_opt = setup.critic_optimizer.update(grads.critic,
+                                                            state.opt_state.critic)
+    actor = optax.apply_updates(params.actor, actor_step)
+    critic = optax.apply_updates(params.critic, critic_step)
+    new_params = Params(actor, critic,
+                        optax.incremental_update(actor, params.target_actor, config.tau),
+                        optax.incremental_update(critic, params.target_critic, config.tau))
+    new_state = state.replace(params=new_params, opt_state=OptState(actor_opt, critic_opt),
+                              updates=state.updates + 1)
+    return new_state, collectives.pmean(metrics, setup.axis_name)
+
+
+def init_envs(setup: Setup, key: jax.Array, env_ids: jax.Array) -> EnvState:
+    """Reset the teams `env_ids` [E] and give them empty replay rows."""
+    return EnvState(reset_envs(setup.env, key, env_ids),
+                    replay.init(joint_step(setup.env.spec), env_ids.shape[0],
+                                setup.config.capacity_per_env))
+
+
+def train_step(setup: Setup, state: State, env_state: EnvState, key: jax.Array
+               ) -> tuple[State, EnvState, Metrics]:
+    """`rollout_steps` vectorised team steps, each into replay and followed by
+    `updates_per_step` updates once past the warm-up."""
+    config, env = setup.config, setup.env
+    world_state = jax.vmap(env.world_state)
+    local_batch = local_batch_size(config.batch_size, config.num_envs,
+                                   env_state.envs.obs.shape[0])
+
+    def env_step(carry, t):
+        state, es = carry
+        act_key, env_key, update_key = jax.random.split(jax.random.fold_in(key, t), 3)
+        vstate = es.envs
+        legal = legal_actions(env, vstate.env_state)
+        action = explore(setup, state.params, vstate.obs, legal,
+                         per_env_keys(act_key, vstate.env_ids), state.env_steps)
+        next_vstate, result = step_envs(env, vstate, action, env_key)
+        row = dict(obs=vstate.obs.astype(jnp.float32), world=world_state(vstate.env_state),
+                   legal=legal, action=action, reward=result.reward.astype(jnp.float32),
+                   terminated=result.terminated,
+                   next_obs=result.info["final_observation"].astype(jnp.float32),
+                   next_world=result.info["final_world_state"],
+                   next_legal=result.info["final_legal_actions"])
+        state, buffer, metrics, learned = absorb(config, setup.axis_name,
+                                                 functools.partial(update, setup), state,
+                                                 es.replay, row, update_key, local_batch)
+        return (state, EnvState(next_vstate, buffer)), (metrics, learned,
+                                                         episode_metrics(result.info, None))
+
+    (state, env_state), (metrics, learned, episodes) = jax.lax.scan(
+        env_step, (state, env_state), jnp.arange(config.rollout_steps))
+    episodes = collectives.psum(jax.tree.map(jnp.sum, episodes), setup.axis_name)
+    return state, env_state, {**mean_over_learned(metrics, learned), **episodes}
+
+
+def build_optimizer(config: Config, learning_rate: float) -> optax.GradientTransformation:
+    """Adam at `learning_rate` on gradients clipped to `max_grad_norm`."""
+    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
+                       optax.adam(learning_rate))
+
+
+def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent:
+    """Bind MADDPG to a team env and `config`; gradients average over `axis_name`.
+    ConfigError for an env that is not a team with discrete actions."""
+    config.validate()
+    spec = env.spec
+    check_team(spec)
+    actor = TeamActor(spec.action_space.n, tuple(config.hidden), config.activation)
+    critic = CentralCritics(tuple(config.hidden), config.activation)
+    loss = functools.partial(losses.maddpg_loss, actor=actor, critic=critic,
+                             gamma=config.gamma, temperature=config.gumbel_temperature,
+                             logit_penalty=config.logit_penalty)
+    setup = Setup(config, env, actor, critic,
+                  build_optimizer(config, config.actor_learning_rate),
+                  build_optimizer(config, config.critic_learning_rate), loss, axis_name)
+    bind = functools.partial
+    return Agent(config, spec, bind(init, setup), bind(init_envs, setup), bind(act, setup),
+                 bind(update, setup), bind(train_step, setup), setup=setup)
+
+
+def greedy_action(agent: Agent) -> Callable[..., jax.Array]:
+    """Each agent's most likely legal action, for evaluation; `legal` [B, N, A] from the
+    evaluation's context."""
+    return lambda state, obs, key, legal=None, env_state=None: agent.act(
+        state.params, obs, key, greedy=True, legal=legal)
+
+
+placement_problem = batch_placement_problem  # each device samples its share of the batch

@@ -1,0 +1,30 @@
+"""MADDPG's shipped per-env configs as data, and the envs its learning checks hold it to."""
+
+from __future__ import annotations
+
+from jaxrl_sys.agents.maddpg.config import Config
+from jaxrl_sys.core.config import NOT_MEASURED, Tuned, tuned_config
+from jaxrl_sys.core.types import LearningPromise
+
+DEFAULT_ENV = "jaxmarl:MPE_simple_spread_v3"
+
+TUNED: tuple[Tuned, ...] = (
+    Tuned("jaxmarl:*", {},
+          f"{NOT_MEASURED}: the MPE simple_spread settings (Config's) for the other JaxMARL "
+          "tasks"),
+    Tuned("jaxmarl:MPE_simple_spread_v3", {},
+          "greedy team-sum return -35.0 at 1M steps over seeds 0-1 (results/maddpg.md)"),
+)
+
+PROMISES: tuple[LearningPromise, ...] = (
+    LearningPromise("jaxmarl:MPE_simple_spread_v3", -60.0, overrides=(("total_steps", 300_000),),
+                    chunks=6,
+                    note="team-sum return (random play: -79), the first 300k steps of the "
+                         "shipped 1M (no schedule depends on the budget; results/maddpg.md)"),
+)
+
+
+def default_config(env_name: str) -> Config:
+    """The MADDPG config for `env_name`: `Config`'s defaults with that env's `TUNED`
+    overrides."""
+    return tuned_config(Config(), TUNED, env_name)
