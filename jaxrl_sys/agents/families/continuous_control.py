@@ -1,6 +1,7 @@
 """What the off-policy continuous-control family (SAC, TD3 and DDPG) shares, written once: the
-action box (policies act in [-1, 1], envs take their own units), uniform random actions before
-learning starts, twin Q critics on (observation, action), replay rows of transitions, each
+action box (policies act in [-1, 1], envs take their own units), the learner state of an actor
+with critics and target copies (TD3, DDPG, MADDPG), uniform random actions before learning
+starts, twin Q critics on (observation, action), replay rows of transitions, each
 device's share of the batch and its slice of the global batch's noise, and absorbing one
 vector step into replay followed by `updates_per_step` updates.
 
@@ -13,11 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from flax import struct
 
 from jaxrl_sys.core import collectives, obs_norm, replay
 from jaxrl_sys.core.config import (
@@ -80,6 +82,36 @@ class ContinuousControlConfig(RolloutBudget):
             raise ConfigError(f"noise_correlation={self.noise_correlation} must be in [0, 1)")
         check_choice(self, "activation", ACTIVATIONS)
         check_layer_widths(self, "hidden")
+
+
+@struct.dataclass
+class ActorCriticParams:
+    """An actor, its critics and their target copies (TD3's, DDPG's and MADDPG's)."""
+
+    actor: Any
+    critic: Any  # TD3's twins: every leaf with a leading axis of 2
+    target_actor: Any
+    target_critic: Any
+
+
+class ActorCriticOptState(NamedTuple):
+    """The actor's and the critics' optimiser states, apart (TD3 moves the actor only every
+    `policy_delay` steps)."""
+
+    actor: Any
+    critic: Any
+
+
+@struct.dataclass
+class ActorCriticState:
+    """Learner state: parameters, optimiser states, counters (per seed, replicated), and the
+    observation statistics when `normalize_obs` (None otherwise)."""
+
+    params: ActorCriticParams
+    opt_state: ActorCriticOptState
+    env_steps: jax.Array  # env steps taken so far, over all envs of the seed
+    updates: jax.Array  # critic updates so far
+    obs_stats: Optional[obs_norm.RunningStats] = None
 
 
 def to_env_units(a: jax.Array, low: jax.Array, high: jax.Array) -> jax.Array:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Callable, Optional
 
 import jax
 import jax.numpy as jnp
@@ -25,6 +25,7 @@ import optax
 from flax import struct
 
 from jaxrl_sys.agents.families.continuous_control import (
+    ActorCriticOptState, ActorCriticParams, ActorCriticState,
     absorb, global_noise, local_batch_size, mean_over_learned,
 )
 from jaxrl_sys.agents.families.teams import check_team
@@ -32,7 +33,7 @@ from jaxrl_sys.agents.maddpg import losses
 from jaxrl_sys.agents.maddpg.config import Config
 from jaxrl_sys.agents.maddpg.losses import Targets, Trainable, gumbel_max_actions
 from jaxrl_sys.agents.maddpg.networks import CentralCritics, TeamActor
-from jaxrl_sys.core import collectives, obs_norm, replay
+from jaxrl_sys.core import collectives, replay
 from jaxrl_sys.core.learner import batch_placement_problem
 from jaxrl_sys.core.rollout import (
     VecEnvState, episode_metrics, legal_actions, per_env_keys, reset_envs, step_envs,
@@ -44,33 +45,10 @@ PLAYS = "team"  # what it learns (core.types.PLAYS)
 MEMORY = "none"  # whether its network is recurrent (core.types.MEMORY)
 
 
-@struct.dataclass
-class Params:
-    """The team's actor, the agents' critics and their target copies."""
-
-    actor: Any
-    critic: Any
-    target_actor: Any
-    target_critic: Any
-
-
-class OptState(NamedTuple):
-    """The actor's and the critics' optimiser states."""
-
-    actor: Any
-    critic: Any
-
-
-@struct.dataclass
-class State:
-    """Learner state: parameters, optimiser states and counters (per seed, replicated);
-    `obs_stats` stays None (the family's field: MADDPG does not normalise)."""
-
-    params: Params
-    opt_state: OptState
-    env_steps: jax.Array  # env steps taken so far, over all envs of the seed
-    updates: jax.Array  # gradient steps so far
-    obs_stats: Optional[obs_norm.RunningStats] = None
+# the family's learner state: an actor, critics, their targets, optimiser states
+Params = ActorCriticParams
+OptState = ActorCriticOptState
+State = ActorCriticState
 
 
 @struct.dataclass

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Callable, Optional
 
 import jax
 import jax.numpy as jnp
@@ -26,6 +26,7 @@ import optax
 from flax import struct
 
 from jaxrl_sys.agents.families.continuous_control import (
+    ActorCriticOptState, ActorCriticParams, ActorCriticState,
     Critic, absorb, correlated_noise, global_noise, init_replay, init_twin_critics,
     local_batch_size, mean_over_learned, to_env_units, transition, uniform_actions, white_noise,
 )
@@ -44,33 +45,10 @@ PLAYS = "single"  # what it learns (core.types.PLAYS)
 MEMORY = "none"  # whether its network is recurrent (core.types.MEMORY)
 
 
-@struct.dataclass
-class Params:
-    """The actor, the twin critics and their target copies."""
-
-    actor: Any
-    critic: Any  # every leaf with a leading axis of 2
-    target_actor: Any
-    target_critic: Any
-
-
-class OptState(NamedTuple):
-    """Adam's moments, the actor's apart: it moves only every `policy_delay` steps."""
-
-    actor: Any
-    critic: Any
-
-
-@struct.dataclass
-class State:
-    """Learner state: parameters, Adam moments, counters (per seed, replicated), and the
-    observation statistics when `normalize_obs` (None otherwise)."""
-
-    params: Params
-    opt_state: OptState
-    env_steps: jax.Array  # env steps taken so far, over all envs of the seed
-    updates: jax.Array  # critic updates so far
-    obs_stats: Optional[obs_norm.RunningStats] = None
+# the family's learner state: an actor, critics, their targets, optimiser states
+Params = ActorCriticParams
+OptState = ActorCriticOptState
+State = ActorCriticState
 
 
 @struct.dataclass
