@@ -7,8 +7,10 @@ between modules (top level or inside functions), and imports that follow the lay
               (jaxrl_sys.agents.families), never another agent; families core and families
     runtime   core, runtime         (the caller hands agents and envs in)
     tools     core, runtime, tools
+    serve     core, runtime, serve  (the caller hands agents and envs in)
     commands  anything (the entry points wire agents and envs into the run machinery);
-              so does jaxrl_sys.api (`run` and `sweep` with this package's agents and envs)
+              so do jaxrl_sys.api (`run` and `sweep` with this package's agents and envs)
+              and jaxrl_sys.client (the policy client, rebuilding policies with them)
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ LAYERS = {
     "agents": {"core", "agents"},
     "runtime": {"core", "runtime"},
     "tools": {"core", "runtime", "tools"},
+    "serve": {"core", "runtime", "serve"},
 }
 
 
@@ -88,7 +91,9 @@ def test_no_import_circles_between_modules():
     assert _cycle(modules_only) == []
 
 
-TOP_LEVEL = {"jaxrl_sys", "jaxrl_sys.api"}  # the lazy facade and the Python API over the layers
+# the lazy facade, the Python API over the layers and the policy client with this package's
+# agents and envs
+TOP_LEVEL = {"jaxrl_sys", "jaxrl_sys.api", "jaxrl_sys.client"}
 
 
 def _layer(module: str) -> str:

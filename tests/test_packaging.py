@@ -14,7 +14,7 @@ from jaxrl_sys.agents import AGENTS
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = ("jaxrl-train", "jaxrl-evaluate", "jaxrl-arena", "jaxrl-benchmark",
-            "jaxrl-check-learning", "jaxrl-plot")
+            "jaxrl-check-learning", "jaxrl-plot", "jaxrl-serve")
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,8 @@ def test_the_wheel_installs_one_top_level_package_with_its_data(wheel):
     tops = {name.split("/")[0] for name in names}
     assert {top for top in tops if not top.endswith(".dist-info")} == {"jaxrl_sys"}
     assert "jaxrl_sys/tools/references.json" in names
-    for package in ("core", "envs", "agents/ppo", "agents/muzero", "runtime", "tools", "commands"):
+    for package in ("core", "envs", "agents/ppo", "agents/muzero", "runtime", "tools", "commands",
+                    "serve"):
         assert f"jaxrl_sys/{package}/__init__.py" in names, package
 
 

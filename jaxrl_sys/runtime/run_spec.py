@@ -213,11 +213,13 @@ class ResolvedRun:
 
 def resolve(spec: RunSpec, load_agent: Callable[[str], AgentDef],
             registry: EnvRegistry, saved_run: Optional[Union[str, Path]] = None,
-            processes: int = 1) -> ResolvedRun:
+            processes: int = 1, saved_record: Optional[dict[str, Any]] = None) -> ResolvedRun:
     """Check `spec` completely (counts, agent, env, config, placement); touches no device.
 
     `saved_run`: the run directory `spec` was loaded from; its run.json's config is used as
     saved, so that a saved run stays the run it was when the shipped defaults change.
+    `saved_record`: that run.json's contents, where they come from elsewhere (a policy
+    server's client rebuilding the served run without its directory).
 
     `processes`: how many processes the run spans (a host-loop run splits its envs over them).
     Raises UsageError, ConfigError, PlacementError or the loader's and registry's own errors,
@@ -229,7 +231,9 @@ def resolve(spec: RunSpec, load_agent: Callable[[str], AgentDef],
     config = module.default_config(env_name)
     agent_pairs, env_kwargs = split_env_overrides(list(spec.overrides))
     refuse_mismatched_env(spec.agent, module, load_agent, registry, env_name, env_kwargs)
-    saved_config = read_run_record(saved_run).get("config") if saved_run is not None else None
+    if saved_record is None and saved_run is not None:
+        saved_record = read_run_record(saved_run)
+    saved_config = saved_record.get("config") if saved_record is not None else None
     if isinstance(saved_config, dict):
         config = config_from_dict(type(config)(), saved_config)
     else:

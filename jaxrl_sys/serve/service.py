@@ -1,0 +1,154 @@
+"""What the server does, apart from HTTP: episodes, batched acting, logged experience and the
+parameters it publishes to local-inference clients."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from typing import Any, Callable, Optional
+
+import jax
+import numpy as np
+
+from jaxrl_sys.serve.batcher import Batcher
+from jaxrl_sys.serve.codec import RequestError, pack_array
+from jaxrl_sys.serve.episodes import Episode, EpisodeTable, FinishedEpisode
+from jaxrl_sys.serve.program import ServedRun
+from jaxrl_sys.serve.stats import ServerStats
+
+
+@dataclasses.dataclass(frozen=True)
+class ServeSettings:
+    """The server's limits: batching (at most `max_batch` requests per device call, gathered
+    for at most `window_ms`), episodes (`max_episodes` open, dropped after `episode_timeout`
+    idle seconds), request bodies (`max_body` bytes), the token every request must carry (None
+    on a local bind without one) and the seed of acting's randomness."""
+
+    max_batch: int = 64
+    window_ms: float = 2.0
+    episode_timeout: float = 60.0
+    max_episodes: int = 10_000
+    max_body: int = 1 << 20
+    token: Optional[str] = None
+    seed: int = 0
+
+    def problem(self) -> Optional[str]:
+        """One line naming a setting out of range, or None."""
+        if self.max_batch < 1:
+            return f"--max-batch must be >= 1, got {self.max_batch}"
+        if not 0 <= self.window_ms <= 1000:
+            return f"--batch-window-ms must be in [0, 1000], got {self.window_ms:g}"
+        if self.episode_timeout <= 0:
+            return f"--episode-timeout must be > 0, got {self.episode_timeout:g}"
+        if self.max_episodes < 1:
+            return f"--max-episodes must be >= 1, got {self.max_episodes}"
+        if self.max_body < 1024:
+            return f"--max-body must be >= 1024 bytes, got {self.max_body}"
+        if self.token is not None and len(self.token) < 8:
+            return "the token must be at least 8 characters"
+        return None
+
+
+class PolicyService:
+    """The served run's policy behind episodes: `act` joins the current batch; experience
+    (the server's and the application's own actions, rewards) is kept per episode and handed
+    to `sink` when the episode ends."""
+
+    def __init__(self, served: ServedRun, settings: ServeSettings,
+                 sink: Optional[Callable[[FinishedEpisode], None]] = None):
+        self.served = served
+        self.settings = settings
+        self.program = served.program
+        self.stats = ServerStats()
+        self.episodes = EpisodeTable(lambda: self.program.row_memory, settings.episode_timeout,
+                                     settings.max_episodes, sink)
+        self.batcher = Batcher(self._run_batch, settings.max_batch, settings.window_ms / 1e3)
+        self._key = jax.random.PRNGKey(settings.seed)
+        self._batches = 0
+        self._lock = threading.Lock()  # leaves and version change together
+        self._leaves = served.leaves
+        self.version = 0
+
+    def publish(self, leaves: list) -> int:
+        """New parameters (a learner's): the next batch acts with them; their version."""
+        with self._lock:
+            self._leaves = leaves
+            self.version += 1
+            return self.version
+
+    def parameters(self, kind: str) -> dict[str, Any]:
+        """The leaves the policy reads and their version, packed for a response."""
+        with self._lock:
+            leaves, version = self._leaves, self.version
+        return {"version": version,
+                "leaves": [pack_array(np.asarray(x), kind) for x in jax.device_get(leaves)]}
+
+    def describe(self) -> dict[str, Any]:
+        """What a client needs to know of the served policy (and to rebuild it locally)."""
+        served = self.served
+        return {"record": served.record, "manifest": self.program.manifest.to_dict(),
+                "obs_shape": list(served.obs_shape), "obs_dtype": served.obs_dtype,
+                "discrete": served.discrete, "num_actions": served.num_actions,
+                "action_shape": list(served.action_shape), "recurrent": self.program.recurrent,
+                "version": self.version, "max_batch": self.settings.max_batch,
+                "episode_timeout": self.settings.episode_timeout}
+
+    def _run_batch(self, items: list) -> list:
+        """One device call on the gathered requests [(obs, starts, memory)]."""
+        with self._lock:
+            leaves = self._leaves
+        key = jax.random.fold_in(self._key, self._batches)
+        self._batches += 1
+        obs = np.stack([obs for obs, _, _ in items])
+        starts = np.asarray([start for _, start, _ in items], bool)
+        actions, memory = self.program.act(leaves, obs, starts, [m for _, _, m in items], key)
+        self.stats.batch(len(items))
+        return list(zip(actions, memory))
+
+    def start(self, episode_id: Optional[str]) -> Episode:
+        """Open an episode."""
+        return self.episodes.start(episode_id)
+
+    async def act(self, episode_id: str, obs: np.ndarray) -> np.ndarray:
+        """The policy's action on `obs` in episode `episode_id` (batched with concurrent
+        requests); the episode's memory moves on."""
+        episode = self.episodes.get(episode_id)
+        if episode.busy:
+            raise RequestError(409, f"episode {episode_id!r} already has an act request waiting")
+        episode.busy = True
+        try:
+            action, memory = await self.batcher.submit((obs, episode.starts, episode.memory))
+        finally:
+            episode.busy = False
+        episode.memory = memory
+        episode.record(obs, action)
+        return action
+
+    def log_action(self, episode_id: str, obs: np.ndarray, action: np.ndarray) -> None:
+        """An action the application chose itself, on `obs` (off-policy experience)."""
+        served = self.served
+        if served.discrete and not 0 <= int(action) < served.num_actions:
+            raise RequestError(422, f"action: {int(action)} is not one of the "
+                                    f"{served.num_actions} actions")
+        self.episodes.get(episode_id).record(obs, action)
+
+    def log_steps(self, episode_id: str, obs: np.ndarray, actions: np.ndarray,
+                  rewards: np.ndarray) -> None:
+        """Steps [T] a local-inference client acted on itself: observations, actions and the
+        reward after each."""
+        episode = self.episodes.get(episode_id)
+        if self.served.discrete and not ((0 <= actions) & (actions < self.served.num_actions)).all():
+            raise RequestError(422, f"actions: not all among the {self.served.num_actions} actions")
+        for o, a, r in zip(obs, actions, rewards):
+            episode.record(o, a)
+            episode.add_reward(float(r))
+
+    def log_returns(self, episode_id: str, reward: float) -> Episode:
+        """A reward earned since the episode's last action."""
+        episode = self.episodes.get(episode_id)
+        episode.add_reward(reward)
+        return episode
+
+    def end(self, episode_id: str, final_obs: Optional[np.ndarray], terminated: bool) -> Episode:
+        """Close an episode; its experience goes to the sink."""
+        return self.episodes.end(episode_id, final_obs, terminated)

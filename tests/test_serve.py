@@ -1,0 +1,345 @@
+"""The policy server and client (jaxrl_sys.serve): the compiled act over the leaves the policy
+reads, bodies, episodes, batching, the HTTP application's refusals, and a real server process
+with remote and local clients, concurrent clients, a killed client and bad flags."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from starlette.testclient import TestClient
+
+from jaxrl_sys import RunSpec, agents, envs, resolve, run
+from jaxrl_sys.core.types import RecurrentPolicy
+from jaxrl_sys.serve import codec
+from jaxrl_sys.serve.app import build_app
+from jaxrl_sys.serve.batcher import Batcher
+from jaxrl_sys.serve.codec import RequestError
+from jaxrl_sys.serve.episodes import EpisodeTable
+from jaxrl_sys.serve.loading import ServeError, build_program, served_run
+from jaxrl_sys.serve.program import Manifest, PolicyProgram, batch_sizes, read_leaves
+from jaxrl_sys.serve.service import PolicyService, ServeSettings
+
+
+def trained(tmp_path_factory, name: str, *overrides: str):
+    """A short run's directory (the protocol, not the policy's quality, is under test)."""
+    spec = RunSpec(agent="ppo", env="CartPole-v1", total_steps=4096, seeds=1, chunks=1,
+                   run_root=str(tmp_path_factory.mktemp(name)), progress=False, eval_episodes=0,
+                   overrides=overrides)
+    return run(spec, agents.load, envs).run_dir
+
+
+@pytest.fixture(scope="module")
+def ppo_run(tmp_path_factory):
+    return trained(tmp_path_factory, "ppo")
+
+
+# --- the compiled act ------------------------------------------------------------------------
+
+
+def test_batch_sizes_are_powers_of_two_up_to_the_largest():
+    assert batch_sizes(1) == (1,)
+    assert batch_sizes(8) == (1, 2, 4, 8)
+    assert batch_sizes(48) == (1, 2, 4, 8, 16, 32, 48)
+
+
+def test_only_the_leaves_the_policy_reads_are_kept():
+    state = {"params": jnp.ones((4, 2)), "optimiser": jnp.zeros(7), "replay": jnp.zeros((100, 4))}
+
+    def policy(state, obs, key, legal=None, env_state=None):
+        return jnp.argmax(obs @ state["params"], axis=-1)
+
+    program = PolicyProgram(policy, state, (4,), "float32", max_batch=4)
+    assert program.manifest.used == (1,)  # sorted keys: optimiser, params, replay
+    obs = np.arange(12, dtype=np.float32).reshape(3, 4) - 5
+    actions, memory = program.act(program.leaves_of(state), obs, np.ones(3, bool), [None] * 3,
+                                  jax.random.PRNGKey(0))
+    np.testing.assert_array_equal(actions, np.argmax(obs @ np.ones((4, 2)), -1))
+    assert memory == [None] * 3
+    assert Manifest.from_dict(program.manifest.to_dict()) == program.manifest
+
+
+def test_recurrent_memory_is_carried_per_row_and_reset_at_starts():
+    def step(state, memory, obs, starts, key, legal=None, env_state=None):
+        memory = jnp.where(starts[:, None], 0.0, memory) + obs
+        return (memory[:, 0] * state).astype(jnp.int32), memory
+
+    policy = RecurrentPolicy(initial=lambda b: jnp.zeros((b, 1)), step=step)
+    program = PolicyProgram(policy, jnp.float32(1.0), (1,), "float32", max_batch=4)
+    assert program.recurrent and read_leaves(jnp.float32(1.0), program.policy.step, (1,),
+                                             "float32", program.row_memory) == (0,)
+    leaves, key = program.leaves_of(jnp.float32(1.0)), jax.random.PRNGKey(0)
+    rows = [program.row_memory] * 3
+    actions, rows = program.act(leaves, np.asarray([[1.0], [2.0], [3.0]], np.float32),
+                                np.ones(3, bool), rows, key)
+    actions, rows = program.act(leaves, np.asarray([[1.0], [2.0], [3.0]], np.float32),
+                                np.asarray([False, True, False]), rows, key)
+    np.testing.assert_array_equal(actions, [2, 2, 6])  # row 1 began again
+
+
+# --- bodies ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", [codec.JSON, codec.MSGPACK])
+def test_arrays_round_trip_in_both_formats(kind):
+    array = np.arange(6, dtype=np.float32).reshape(2, 3) / 7
+    body = codec.encode({"obs": codec.pack_array(array, kind)}, kind)
+    back = codec.array_field(codec.decode(body, kind), "obs", (2, 3), "float32")
+    np.testing.assert_array_equal(back, array)
+
+
+@pytest.mark.parametrize("payload, status, words", [
+    ({}, 422, "missing field 'obs'"),
+    ({"obs": [1.0, 2.0]}, 422, "shape [2], expected [4]"),
+    ({"obs": [1.0, float("nan"), 0.0, 0.0]}, 422, "NaN"),
+    ({"obs": ["a", "b", "c", "d"]}, 422, "not an array of numbers"),
+    ({"obs": {"dtype": "<f4", "shape": [4], "data": b"\0" * 3}}, 422, "bytes that fill it"),
+])
+def test_malformed_arrays_are_refused_with_one_line(payload, status, words):
+    with pytest.raises(RequestError) as caught:
+        codec.array_field(payload, "obs", (4,), "float32")
+    assert caught.value.status == status and words in caught.value.message
+    assert "\n" not in caught.value.message
+
+
+def test_malformed_bodies_and_types_are_refused():
+    with pytest.raises(RequestError, match="not valid json") as caught:
+        codec.decode(b"{not json", codec.JSON)
+    assert caught.value.status == 400
+    with pytest.raises(RequestError, match="must be an object"):
+        codec.decode(b"[1, 2]", codec.JSON)
+    with pytest.raises(RequestError, match="unsupported content type") as caught:
+        codec.media_type("text/plain")
+    assert caught.value.status == 415
+
+
+# --- episodes and batching -------------------------------------------------------------------
+
+
+def test_episodes_expire_and_hand_aligned_experience_to_the_sink():
+    now, finished = [0.0], []
+    table = EpisodeTable(lambda: None, timeout=10.0, max_episodes=2, sink=finished.append,
+                         clock=lambda: now[0])
+    a, b = table.start("a"), table.start()
+    with pytest.raises(RequestError, match="already open"):
+        table.start("a")
+    with pytest.raises(RequestError, match="2 episodes are open") as caught:
+        table.start("c")
+    assert caught.value.status == 429
+    a.add_reward(5.0)  # before the first action: in the return only
+    for t in range(3):
+        a.record(np.full(2, t, np.float32), np.int32(t))
+        a.add_reward(1.0 + t)
+    now[0] = 8.0
+    table.get("a")
+    now[0] = 15.0  # b idle for 15 s, a for 7 s
+    assert table.expire() == 1 and list(table.open) == ["a"]
+    with pytest.raises(RequestError, match="idle for over 10 s") as caught:
+        table.get(b.episode_id)
+    assert caught.value.status == 404
+    ended = table.end("a", np.zeros(2, np.float32), terminated=False)
+    assert ended.total_reward == 11.0 and ended.length == 3
+    (episode,) = finished
+    np.testing.assert_array_equal(episode.rewards, [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(episode.actions, [0, 1, 2])
+    assert episode.observations.shape == (3, 2) and not episode.terminated
+    assert (table.started, table.ended, table.expired, table.steps_logged) == (2, 1, 1, 3)
+
+
+def test_concurrent_requests_share_one_batch_and_get_their_own_answers():
+    batches = []
+
+    def run_batch(items):
+        batches.append(len(items))
+        return [item * 10 for item in items]
+
+    async def main():
+        batcher = Batcher(run_batch, max_batch=4, window_s=0.05)
+        worker = asyncio.create_task(batcher.serve_forever())
+        answers = await asyncio.gather(*(batcher.submit(i) for i in range(6)))
+        worker.cancel()
+        batcher.close()
+        return answers
+
+    assert asyncio.run(main()) == [0, 10, 20, 30, 40, 50]
+    assert batches == [4, 2]
+
+
+# --- the application, in process -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def served(ppo_run):
+    return served_run(ppo_run, agents.load, envs, max_batch=8)
+
+
+def app_client(served, **settings) -> TestClient:
+    return TestClient(build_app(PolicyService(served, ServeSettings(max_batch=8, **settings))))
+
+
+def test_act_in_json_and_msgpack_is_the_compiled_policys_action(served):
+    obs = np.asarray([0.01, -0.2, 0.03, 0.3], np.float32)
+    expected, _ = served.program.act(served.leaves, obs[None], np.ones(1, bool), [None],
+                                     jax.random.PRNGKey(0))
+    with app_client(served) as http:
+        assert http.get("/health").json()["agent"] == "ppo"
+        described = http.get("/v1/policy").json()
+        assert described["record"]["env"] == "CartPole-v1" and described["num_actions"] == 2
+        episode = http.post("/v1/episodes", json={}).json()["episode_id"]
+        answer = http.post(f"/v1/episodes/{episode}/act", json={"obs": obs.tolist()})
+        assert answer.status_code == 200 and answer.json()["action"] == int(expected[0])
+        body = codec.encode({"obs": codec.pack_array(obs, codec.MSGPACK)}, codec.MSGPACK)
+        answer = http.post(f"/v1/episodes/{episode}/act", content=body,
+                           headers={"content-type": codec.MSGPACK})
+        assert answer.headers["content-type"] == codec.MSGPACK
+        action = codec.unpack_array(codec.decode(answer.content, codec.MSGPACK)["action"], "a")
+        assert int(action) == int(expected[0])
+        assert http.post(f"/v1/episodes/{episode}/log_returns", json={"reward": 1.5}).json() == {
+            "return": 1.5}
+        assert http.post(f"/v1/episodes/{episode}/end", json={}).json() == {"return": 1.5,
+                                                                            "length": 2}
+        leaves = http.get("/v1/params").json()
+        assert leaves["version"] == 0
+        assert len(leaves["leaves"]) == len(served.program.manifest.used)
+        assert http.get("/v1/params", params={"version": "0"}).status_code == 204
+
+
+def test_a_hundred_malformed_requests_are_refused_and_serving_goes_on(served):
+    obs = [0.01, -0.2, 0.03, 0.3]
+    with app_client(served, max_body=2048) as http:
+        episode = http.post("/v1/episodes", json={}).json()["episode_id"]
+        act = f"/v1/episodes/{episode}/act"
+        before = http.post(act, json={"obs": obs}).json()
+        bad = [
+            lambda: http.post(act, content=b"{oops", headers={"content-type": codec.JSON}),
+            lambda: http.post(act, json={"obs": obs[:3]}),
+            lambda: http.post(act, content=codec.encode({"obs": [float("nan")] + obs[1:]},
+                                                        codec.MSGPACK),
+                              headers={"content-type": codec.MSGPACK}),
+            lambda: http.post(act, json={"observation": obs}),
+            lambda: http.post(act, json=[obs]),
+            lambda: http.post("/v1/episodes/nobody/act", json={"obs": obs}),
+            lambda: http.post(act, content=b"x" * 5000),
+            lambda: http.post(act, content=b"{}", headers={"content-type": "text/plain"}),
+            lambda: http.post(f"/v1/episodes/{episode}/log_action", json={"obs": obs,
+                                                                        "action": 7}),
+            lambda: http.post(f"/v1/episodes/{episode}/log_returns", json={"reward": "x"}),
+            lambda: http.get("/v1/nowhere"),
+            lambda: http.get(act),
+        ]
+        answers = [bad[i % len(bad)]() for i in range(100)]
+        assert all(400 <= a.status_code < 500 for a in answers), [a.status_code for a in answers]
+        errors = [codec.decode(a.content, codec.media_type(a.headers["content-type"]))["error"]
+                  for a in answers]
+        assert all(error and "\n" not in error for error in errors)
+        assert http.post(act, json={"obs": obs}).json() == before
+        assert http.get("/metrics").json()["requests"]["act 200"] == 2
+
+
+def test_a_token_is_checked_on_every_request(served):
+    with app_client(served, token="s3cret-token") as http:
+        assert http.get("/health").status_code == 401
+        assert http.get("/health", headers={"authorization": "Bearer wrong-token"}).status_code == 401
+        answer = http.post("/v1/episodes", json={})
+        assert answer.status_code == 401 and "token" in answer.json()["error"]
+        good = {"authorization": "Bearer s3cret-token"}
+        assert http.get("/health", headers=good).status_code == 200
+
+
+# --- a server process ------------------------------------------------------------------------
+
+
+def start_server(*args: str) -> tuple[subprocess.Popen, str]:
+    """`jaxrl-serve ... --port 0` in a process of its own, and its address once it serves."""
+    process = subprocess.Popen([sys.executable, "-m", "jaxrl_sys.commands.serve", *args,
+                                "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
+    line = process.stdout.readline()
+    assert " at http://" in line, line + process.stdout.read()
+    return process, line.rsplit(" at ", 1)[1].strip()
+
+
+async def concurrent_clients(address: str, clients: int, steps: int) -> list:
+    """`clients` episodes acting at once over HTTP; their answers."""
+    async with httpx.AsyncClient(base_url=address, timeout=60) as http:
+        async def one(i):
+            episode = (await http.post("/v1/episodes", json={}))
+            episode = episode.json()["episode_id"]
+            return [(await http.post(f"/v1/episodes/{episode}/act",
+                                     json={"obs": [0.01 * i, 0.0, 0.0, 0.0]})).json()["action"]
+                    for _ in range(steps)]
+
+        return await asyncio.gather(*(one(i) for i in range(clients)))
+
+
+@pytest.mark.slow
+def test_a_server_process_serves_remote_local_and_concurrent_clients(ppo_run):
+    from jaxrl_sys.client import PolicyClient
+
+    server, address = start_server(str(ppo_run), "--episode-timeout", "1")
+    try:
+        remote = PolicyClient(address, inference="remote")
+        local = PolicyClient(address, inference="local", binary=False)
+        rng = np.random.default_rng(0)
+        for _ in range(2):
+            remote_id, local_id = remote.start_episode(), local.start_episode()
+            for obs in rng.normal(0, 0.1, (20, 4)).astype(np.float32):
+                assert remote.get_action(remote_id, obs) == local.get_action(local_id, obs)
+                remote.log_returns(remote_id, 1.0)
+                local.log_returns(local_id, 1.0)
+            assert remote.end_episode(remote_id, obs) == {"return": 20.0, "length": 20}
+            assert local.end_episode(local_id, obs) == {"return": 20.0, "length": 20}
+        assert local.update_policy_weights() is False  # nothing newer yet
+
+        answers = asyncio.run(concurrent_clients(address, clients=64, steps=3))
+        assert len(answers) == 64 and all(len(a) == 3 for a in answers)
+        metrics = remote.metrics()
+        assert metrics["largest_batch"] > 1 and metrics["episodes"]["steps_logged"] == 80
+
+        # a client that dies mid-episode leaves nothing behind once the timeout passes
+        dead = PolicyClient(address)
+        dead.get_action(dead.start_episode(), np.zeros(4, np.float32))
+        dead.close()
+        deadline = time.monotonic() + 20
+        while remote.metrics()["episodes"]["open"] and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert remote.metrics()["episodes"]["open"] == 0
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=30)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--host", "0.0.0.0"], "give a token"),
+    (["--max-batch", "0"], "--max-batch must be >= 1"),
+    (["--token", "short"], "at least 8 characters"),
+    (["--seed-index", "3"], "the run has 1 seed(s)"),
+])
+def test_bad_flags_are_one_line_and_exit_2(ppo_run, args, words, capsys):
+    from jaxrl_sys.commands.serve import main
+
+    assert main([str(ppo_run), *args]) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1
+
+
+def test_a_missing_run_is_one_line_and_exit_2(tmp_path, capsys):
+    from jaxrl_sys.commands.serve import main
+
+    assert main([str(tmp_path / "nothing")]) == 2
+    assert "no run directory" in capsys.readouterr().err
+
+
+def test_a_two_player_policy_is_refused():
+    resolved = resolve(RunSpec(agent="muzero", env="TicTacToe-v0"), agents.load, envs)
+    _, agent = resolved.build(envs)
+    with pytest.raises(ServeError, match="two-player game"):
+        build_program(resolved, agent, max_batch=1)
