@@ -254,6 +254,30 @@ def test_a_token_is_checked_on_every_request(served):
         assert http.get("/health", headers=good).status_code == 200
 
 
+@pytest.mark.slow
+def test_a_recurrent_policy_keeps_its_memory_per_episode(tmp_path_factory):
+    """Two interleaved episodes act as each would alone: memory is kept per episode id."""
+    served = served_run(trained(tmp_path_factory, "gru", "memory=gru"), agents.load, envs,
+                        max_batch=4)
+    assert served.program.recurrent
+    observations = np.random.default_rng(0).normal(0, 0.5, (2, 12, 4)).astype(np.float32)
+
+    def actions(http, episode, obs):
+        return http.post(f"/v1/episodes/{episode}/act", json={"obs": obs.tolist()}).json()["action"]
+
+    with app_client(served) as http:
+        alone = []
+        for k in range(2):
+            episode = http.post("/v1/episodes", json={}).json()["episode_id"]
+            alone.append([actions(http, episode, obs) for obs in observations[k]])
+        a, b = (http.post("/v1/episodes", json={}).json()["episode_id"] for _ in range(2))
+        together = [[], []]
+        for t in range(12):
+            together[0].append(actions(http, a, observations[0, t]))
+            together[1].append(actions(http, b, observations[1, t]))
+    assert together == alone
+
+
 # --- a server process ------------------------------------------------------------------------
 
 

@@ -1,0 +1,145 @@
+"""The policy server under load: `python benchmarks/bench_serve.py [RUN_DIR] --clients 64`.
+
+Starts `jaxrl-serve RUN_DIR --port 0` in a process of its own (a short PPO CartPole-v1 run is
+trained first when no run is given), then, against 127.0.0.1 on the same machine:
+
+- remote inference: `--clients` episodes acting at once from one asyncio process (httpx, one
+  connection each, msgpack bodies), each sending its next observation as soon as its last
+  action came back, for `--seconds`; the act latency (p50, p99, from the client's side) and
+  actions per second over all clients;
+- local inference: one `PolicyClient(inference="local")` acting for `--seconds` on the copy of
+  the parameters it fetched, sending its steps to the server in batches; actions per second.
+
+The observations are CartPole-like random vectors: the server's cost does not depend on them.
+Prints a markdown table and writes `--json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+
+
+def train_short_run(root: Path) -> Path:
+    """A 20k-step PPO CartPole-v1 run to serve."""
+    from jaxrl_sys import RunSpec, agents, envs, run
+
+    spec = RunSpec(agent="ppo", env="CartPole-v1", total_steps=20_480, chunks=1,
+                   run_root=str(root), progress=False, eval_episodes=0)
+    return run(spec, agents.load, envs).run_dir
+
+
+def start_server(run_dir: Path, max_batch: int, window_ms: float) -> tuple[subprocess.Popen, str]:
+    """The server process and its address, once it serves."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "jaxrl_sys.commands.serve", str(run_dir), "--port", "0",
+         "--max-batch", str(max_batch), "--batch-window-ms", str(window_ms)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    line = process.stdout.readline()
+    if " at http://" not in line:
+        raise SystemExit(f"the server did not start: {line}{process.stdout.read()}")
+    return process, line.rsplit(" at ", 1)[1].strip()
+
+
+async def remote_load(address: str, clients: int, seconds: float, obs_shape) -> dict:
+    """`clients` episodes acting back to back for `seconds`: latencies and actions/s."""
+    import httpx
+
+    from jaxrl_sys.serve import codec
+
+    kind = codec.MSGPACK
+    headers = {"content-type": kind}
+    latencies: list[float] = []
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=address, timeout=60, limits=limits,
+                                 headers=headers) as http:
+        async def one(i: int, stop: float) -> int:
+            answer = await http.post("/v1/episodes", content=codec.encode({}, kind))
+            episode = codec.decode(answer.content, kind)["episode_id"]
+            rng, actions = np.random.default_rng(i), 0
+            while time.perf_counter() < stop:
+                obs = rng.normal(0, 0.1, obs_shape).astype(np.float32)
+                body = codec.encode({"obs": codec.pack_array(obs, kind)}, kind)
+                sent = time.perf_counter()
+                answer = await http.post(f"/v1/episodes/{episode}/act", content=body)
+                latencies.append(time.perf_counter() - sent)
+                if answer.status_code != 200:
+                    raise SystemExit(f"act answered {answer.status_code}: {answer.text}")
+                actions += 1
+            await http.post(f"/v1/episodes/{episode}/end", content=codec.encode({}, kind))
+            return actions
+
+        await asyncio.gather(*(one(i, time.perf_counter() + 1.0) for i in range(clients)))
+        latencies.clear()  # one second of warm-up: connections open, programs run once
+        started = time.perf_counter()
+        counts = await asyncio.gather(*(one(i, started + seconds) for i in range(clients)))
+        elapsed = time.perf_counter() - started
+    ms = np.asarray(latencies) * 1e3
+    return {"actions_per_s": sum(counts) / elapsed, "p50_ms": float(np.percentile(ms, 50)),
+            "p99_ms": float(np.percentile(ms, 99)), "actions": int(sum(counts))}
+
+
+def local_load(address: str, seconds: float, obs_shape) -> dict:
+    """One local-inference client acting for `seconds`: actions/s."""
+    from jaxrl_sys.client import PolicyClient
+
+    rng = np.random.default_rng(0)
+    with PolicyClient(address, inference="local") as client:
+        episode, actions = client.start_episode(), 0
+        started = time.perf_counter()
+        while time.perf_counter() - started < seconds:
+            client.get_action(episode, rng.normal(0, 0.1, obs_shape).astype(np.float32))
+            client.log_returns(episode, 1.0)
+            actions += 1
+        client.end_episode(episode)
+        elapsed = time.perf_counter() - started
+    return {"actions_per_s": actions / elapsed, "actions": actions}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("run_dir", nargs="?", default=None)
+    p.add_argument("--clients", type=int, default=64)
+    p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--max-batch", type=int, default=64)
+    p.add_argument("--batch-window-ms", type=float, default=2.0)
+    p.add_argument("--json", default=None, help="write the figures here")
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        run_dir = Path(args.run_dir) if args.run_dir else train_short_run(Path(scratch))
+        server, address = start_server(run_dir, args.max_batch, args.batch_window_ms)
+        try:
+            import httpx
+
+            obs_shape = tuple(httpx.get(f"{address}/v1/policy").json()["obs_shape"])
+            remote = asyncio.run(remote_load(address, args.clients, args.seconds, obs_shape))
+            local = local_load(address, args.seconds, obs_shape)
+            metrics = httpx.get(f"{address}/metrics").json()
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    figures = {"date": date.today().isoformat(), "machine": platform.processor() or platform.machine(),
+               "clients": args.clients, "seconds": args.seconds, "max_batch": args.max_batch,
+               "batch_window_ms": args.batch_window_ms, "remote": remote, "local": local,
+               "server_mean_batch": metrics["mean_batch"]}
+    print("| inference | clients | actions/s | p50 ms | p99 ms | mean batch |")
+    print("|---|---:|---:|---:|---:|---:|")
+    print(f"| remote | {args.clients} | {remote['actions_per_s']:,.0f} | {remote['p50_ms']:.1f} | "
+          f"{remote['p99_ms']:.1f} | {metrics['mean_batch']:.1f} |")
+    print(f"| local | 1 | {local['actions_per_s']:,.0f} | - | - | - |")
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
