@@ -2,8 +2,10 @@
 
 Loads the run's latest checkpoint (or `--chunk N`) and answers `act` requests of applications
 that step their own envs (`jaxrl_sys.client.PolicyClient`), gathering concurrent requests into
-one device call. Binds 127.0.0.1 unless `--host` says otherwise; any other address needs a
-token (`--token` or JAXRL_SERVE_TOKEN), checked on every request. Bad input: one line, exit 2.
+one device call. `--learn --agent A --env gymnasium:<id>` starts a new run that learns from
+the episodes clients report (`jaxrl-serve RUN_DIR --learn` continues one). Binds 127.0.0.1
+unless `--host` says otherwise; any other address needs a token (`--token` or
+JAXRL_SERVE_TOKEN), checked on every request. Bad input: one line, exit 2.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import argparse
 import ipaddress
 import os
 import socket
+from pathlib import Path
 from typing import Optional, Sequence
 
 from jaxrl_sys.runtime.cli import Parser, UsageError, console_entry, guarded
@@ -21,7 +24,23 @@ TOKEN_VARIABLE = "JAXRL_SERVE_TOKEN"
 
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(description=__doc__.splitlines()[0])
-    p.add_argument("run_dir", help="a run directory written by jaxrl-train")
+    p.add_argument("run_dir", nargs="?", default=None,
+                   help="a run directory written by jaxrl-train (or by jaxrl-serve --learn)")
+    p.add_argument("--learn", action="store_true",
+                   help="learn from the episodes clients report (a new run with --agent and "
+                        "--env, or continue RUN_DIR)")
+    p.add_argument("--agent", default=None, help="--learn: the agent (dqn, ppo, sac, ...)")
+    p.add_argument("--env", default=None,
+                   help="--learn: the application's env as a host env name, for its spaces "
+                        "and the agent's defaults (e.g. gymnasium:CartPole-v1)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="--learn: a config field (repeatable)")
+    p.add_argument("--total-steps", type=int, default=None,
+                   help="--learn: steps to learn from (default: the agent's)")
+    p.add_argument("--seed", type=int, default=0, help="--learn: the learner's seed")
+    p.add_argument("--run-root", default="runs", help="--learn: where the new run goes")
+    p.add_argument("--checkpoint-every", type=int, default=10,
+                   help="--learn: checkpoint every N updates (and the last)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (0: any free one, printed)")
     p.add_argument("--token", default=None,
@@ -82,10 +101,13 @@ def bound_socket(host: str, port: int) -> socket.socket:
 
 def serve(args: argparse.Namespace) -> int:
     settings = checked_settings(args)
-    import uvicorn
-
+    if args.learn:
+        return serve_learning(args, settings)
+    if args.run_dir is None:
+        raise UsageError("give a RUN_DIR to serve, or --learn --agent A --env gymnasium:<id>")
+    if args.agent or args.env or args.set or args.total_steps is not None:
+        raise UsageError("--agent, --env, --set and --total-steps are for --learn")
     from jaxrl_sys import agents, envs
-    from jaxrl_sys.serve.app import build_app
     from jaxrl_sys.serve.loading import served_run
     from jaxrl_sys.serve.service import PolicyService
 
@@ -95,12 +117,79 @@ def serve(args: argparse.Namespace) -> int:
     service = PolicyService(served, settings)
     served.program.warm_up(served.leaves)
     record = served.record
+    run_server(service, sock, f"serving {record.get('agent')} on {record.get('env')} "
+                              f"(checkpoint after chunk {record['chunk']}, seed index "
+                              f"{args.seed_index})")
+    return 0
+
+
+def run_server(service, sock: socket.socket, what: str) -> None:
+    """Serve `service` on `sock` until interrupted, after printing `what` and the address."""
+    import uvicorn
+
+    from jaxrl_sys.serve.app import build_app
+
     host, port = sock.getsockname()[:2]
-    print(f"serving {record.get('agent')} on {record.get('env')} (checkpoint after chunk "
-          f"{record['chunk']}, seed index {args.seed_index}) at http://{host}:{port}", flush=True)
+    print(f"{what} at http://{host}:{port}", flush=True)
     config = uvicorn.Config(build_app(service), log_level="warning", access_log=False,
                             timeout_graceful_shutdown=5)
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def serve_learning(args: argparse.Namespace, settings) -> int:
+    """`--learn`: a new run from --agent and --env, or RUN_DIR continued."""
+    from jaxrl_sys import agents, envs
+    from jaxrl_sys.runtime.devices import enable_compile_cache, request_devices
+    from jaxrl_sys.runtime.metrics import make_run_dir
+    from jaxrl_sys.runtime.run_spec import RunSpec, resolve, save_run_file
+    from jaxrl_sys.runtime.session import open_run
+    from jaxrl_sys.serve.learner import LearnerStatus
+    from jaxrl_sys.serve.learning import learning_program, learning_run
+    from jaxrl_sys.serve.service import PolicyService
+
+    if args.checkpoint_every < 1:
+        raise UsageError(f"--checkpoint-every must be >= 1, got {args.checkpoint_every}")
+    carry = status = None
+    if args.run_dir is not None:
+        if args.agent or args.env or args.set or args.total_steps is not None:
+            raise UsageError("a continued run keeps its agent, env and config: drop --agent, "
+                             "--env, --set and --total-steps")
+        saved = open_run(args.run_dir, agents.load, envs)
+        resolved, agent, run_dir = saved.resolved, saved.agent, Path(args.run_dir)
+        program = learning_program(resolved, agent, settings.max_batch)
+        if (run_dir / "checkpoints").is_dir():
+            carry, record = saved.restore()
+            status = LearnerStatus(updates=int(record["chunk"]),
+                                   steps_learned=int(record["steps_learned"]),
+                                   episodes=int(record["episodes"]), done=bool(record["done"]))
+    else:
+        if args.agent is None or args.env is None:
+            raise UsageError("--learn starts a run from --agent and --env (or continues RUN_DIR)")
+        spec = RunSpec(agent=args.agent, env=args.env, overrides=tuple(args.set),
+                       total_steps=args.total_steps, seed=args.seed, run_root=args.run_root,
+                       progress=False)
+        resolved = resolve(spec, agents.load, envs)
+        request_devices(spec.devices)
+        enable_compile_cache()
+        _, agent = resolved.build(envs)
+        program = learning_program(resolved, agent, settings.max_batch)
+        run_dir = make_run_dir(spec.run_root, spec.agent, resolved.env_name)
+        save_run_file(run_dir, resolved)
+    sock = bound_socket(args.host, args.port)
+    learning = learning_run(resolved, agent, program, run_dir, args.checkpoint_every, carry,
+                            status)
+    service = PolicyService(learning.served, settings, sink=learning.learner.add,
+                            lanes=learning.learner.fns.num_envs)
+    learning.attach(service)
+    program.warm_up(learning.served.leaves)
+    learning.learner.start()
+    try:
+        run_server(service, sock, f"learning {resolved.spec.agent} on {resolved.env_name} from "
+                                  f"clients, run dir {run_dir},")
+    finally:
+        learning.close()
+    if learning.learner.error is not None:
+        raise learning.learner.error
     return 0
 
 

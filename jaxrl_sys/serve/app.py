@@ -4,11 +4,11 @@
     GET  /metrics                          requests by route and status, batches, latency
     GET  /v1/policy                        the run's record, the policy's manifest, spaces
     GET  /v1/params?version=V              the policy's leaves (204 when V is current)
-    POST /v1/episodes                      {episode_id?} -> {episode_id}
+    POST /v1/episodes                      {episode_id?} -> {episode_id, lane}
     POST /v1/episodes/{id}/act             {obs} -> {action}
     POST /v1/episodes/{id}/log_action      {obs, action}
     POST /v1/episodes/{id}/log_returns     {reward}
-    POST /v1/episodes/{id}/log_steps       {obs [T, ...], actions [T, ...], rewards [T]}
+    POST /v1/episodes/{id}/log_steps       {obs [T, ...], actions [T, ...], rewards [T], extras}
     POST /v1/episodes/{id}/end             {obs?, terminated?} -> {return, length}
 
 Bodies are JSON or msgpack (Content-Type); answers come in the request's format. Every
@@ -99,6 +99,13 @@ def build_app(service: PolicyService) -> Starlette:
                                 "expired": service.episodes.expired,
                                 "steps_logged": service.episodes.steps_logged}
         snapshot["version"] = service.version
+        if service.learner is not None:
+            status, error = service.learner.status, service.learner.error
+            snapshot["learner"] = {"updates": status.updates,
+                                   "steps_learned": status.steps_learned,
+                                   "episodes": status.episodes, "done": status.done,
+                                   "error": None if error is None else
+                                   f"{type(error).__name__}: {error}"}
         return snapshot
 
     async def policy(request, payload, kind):
@@ -112,7 +119,7 @@ def build_app(service: PolicyService) -> Starlette:
 
     async def start(request, payload, kind):
         episode = service.start(codec.text_field(payload, "episode_id", required=False))
-        return {"episode_id": episode.episode_id}
+        return {"episode_id": episode.episode_id, "lane": episode.lane}
 
     async def act(request, payload, kind):
         started = time.perf_counter()
@@ -135,7 +142,12 @@ def build_app(service: PolicyService) -> Starlette:
         actions = codec.array_field(payload, "actions", (steps, *served.action_shape),
                                     "int32" if served.discrete else "float32")
         rewards = codec.array_field(payload, "rewards", (steps,), "float32")
-        service.log_steps(request.path_params["episode_id"], obs, actions, rewards)
+        given = payload.get("extras", {})
+        if not isinstance(given, dict) or set(given) != set(service.program.extras):
+            raise RequestError(422, f"extras: expected {sorted(service.program.extras)}")
+        extras = {name: codec.array_field(given, name, (steps, *shape), dtype)
+                  for name, (shape, dtype) in service.program.extras.items()}
+        service.log_steps(request.path_params["episode_id"], obs, actions, rewards, extras)
         return {}
 
     async def log_returns(request, payload, kind):

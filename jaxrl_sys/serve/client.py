@@ -38,10 +38,12 @@ class LocalEpisode:
 
     memory: Any
     contacted: float
+    lane: int = 0
     starts: bool = True
     obs: list = dataclasses.field(default_factory=list)
     actions: list = dataclasses.field(default_factory=list)
     rewards: list = dataclasses.field(default_factory=list)
+    extras: list = dataclasses.field(default_factory=list)
 
 
 class PolicyClient:
@@ -82,8 +84,10 @@ class PolicyClient:
             load_agent, registry = catalog
             self._program = rebuilt_program(self.info["record"],
                                             Manifest.from_dict(self.info["manifest"]),
-                                            load_agent, registry, max_batch=1)
+                                            load_agent, registry, max_batch=1,
+                                            learning=self.info["learning"])
             self._leaves, self.version, self._refreshed = None, -1, 0.0
+            self._server_steps = 0  # the server's step count at the last refresh
             self._key = jax.random.PRNGKey(seed)
             self._steps = 0
             self.update_policy_weights()
@@ -111,9 +115,11 @@ class PolicyClient:
     def start_episode(self, episode_id: Optional[str] = None) -> str:
         """Open an episode on the server; its id (a fresh one unless given)."""
         payload = {"episode_id": episode_id} if episode_id else {}
-        episode_id = self._request("POST", "/v1/episodes", payload)["episode_id"]
+        answer = self._request("POST", "/v1/episodes", payload)
+        episode_id = answer["episode_id"]
         if self._program is not None:
-            self._episodes[episode_id] = LocalEpisode(self._program.row_memory, time.monotonic())
+            self._episodes[episode_id] = LocalEpisode(self._program.row_memory, time.monotonic(),
+                                                      answer["lane"])
         return episode_id
 
     def get_action(self, episode_id: str, observation: Any) -> Any:
@@ -127,11 +133,12 @@ class PolicyClient:
         if time.monotonic() - self._refreshed >= self.update_interval:
             self.update_policy_weights()
         key = jax.random.fold_in(self._key, self._steps)
+        actions, extras, memory = self._program.act(
+            self._leaves, obs[None], np.asarray([episode.starts]), [episode.memory], key,
+            self._server_steps + self._steps, np.asarray([episode.lane]))
         self._steps += 1
-        actions, memory = self._program.act(self._leaves, obs[None], np.asarray([episode.starts]),
-                                            [episode.memory], key)
         episode.memory, episode.starts = memory[0], False
-        self._record(episode_id, episode, obs, actions[0])
+        self._record(episode_id, episode, obs, actions[0], extras[0])
         return self._action_value(actions[0])
 
     def log_action(self, episode_id: str, observation: Any, action: Any) -> None:
@@ -142,8 +149,11 @@ class PolicyClient:
             self._request("POST", f"/v1/episodes/{episode_id}/log_action",
                           {"obs": codec.pack_array(obs, self.kind),
                            "action": codec.pack_array(action, self.kind)})
+        elif self._program.extras:
+            raise ServerError(422, "log_action: this learner needs what its own policy records; "
+                                   "only an off-policy learner takes the application's actions")
         else:
-            self._record(episode_id, self._local(episode_id), obs, action)
+            self._record(episode_id, self._local(episode_id), obs, action, {})
 
     def log_returns(self, episode_id: str, reward: float) -> None:
         """A reward earned since the episode's last action."""
@@ -178,6 +188,7 @@ class PolicyClient:
             return False
         self._leaves = [jax.device_put(codec.unpack_array(x, "leaf")) for x in answer["leaves"]]
         self.version = int(answer["version"])
+        self._server_steps, self._steps = int(answer["env_steps"]), 0
         return True
 
     def _local(self, episode_id: str) -> LocalEpisode:
@@ -187,13 +198,14 @@ class PolicyClient:
         return episode
 
     def _record(self, episode_id: str, episode: LocalEpisode, obs: np.ndarray,
-                action: np.ndarray) -> None:
+                action: np.ndarray, extras: dict) -> None:
         """One local step. The steps go to the server (all but the newest, whose reward may
         still grow) once `flush_steps` wait, or a third of the server's episode timeout after
         it last heard of the episode, so that it keeps the episode open."""
         episode.obs.append(obs)
         episode.actions.append(np.asarray(action))
         episode.rewards.append(0.0)
+        episode.extras.append(extras)
         quiet = time.monotonic() - episode.contacted > self.info["episode_timeout"] / 3
         if len(episode.obs) > self.flush_steps or quiet:
             self._flush(episode_id, episode, keep_last=True)
@@ -207,8 +219,11 @@ class PolicyClient:
             "obs": codec.pack_array(np.stack(episode.obs[:count]), self.kind),
             "actions": codec.pack_array(np.stack(episode.actions[:count]), self.kind),
             "rewards": codec.pack_array(np.asarray(episode.rewards[:count], np.float32),
-                                        self.kind)})
+                                        self.kind),
+            "extras": {name: codec.pack_array(np.stack([e[name] for e in episode.extras[:count]]),
+                                              self.kind) for name in self._program.extras}})
         del episode.obs[:count], episode.actions[:count], episode.rewards[:count]
+        del episode.extras[:count]
         episode.contacted = time.monotonic()
 
     def metrics(self) -> dict:

@@ -28,18 +28,21 @@ class Episode:
     episode_id: str
     memory: Any
     last_seen: float
+    lane: int = 0  # the learner's lane its steps go to (the exploration's env id)
     starts: bool = True
     busy: bool = False  # an act request is waiting for its batch
     total_reward: float = 0.0
     observations: list = dataclasses.field(default_factory=list)
     actions: list = dataclasses.field(default_factory=list)
     rewards: list = dataclasses.field(default_factory=list)
+    extras: list = dataclasses.field(default_factory=list)
 
-    def record(self, obs: np.ndarray, action: np.ndarray) -> None:
-        """One step: the observation and the action taken on it (the server's or the
-        application's own)."""
+    def record(self, obs: np.ndarray, action: np.ndarray, extras: Optional[dict] = None) -> None:
+        """One step: the observation, the action taken on it (the server's or the
+        application's own) and what the learner needs besides (log-probs)."""
         self.observations.append(obs)
         self.actions.append(action)
+        self.extras.append(extras or {})
         self.rewards.append(0.0)
         self.starts = False
 
@@ -67,6 +70,8 @@ class FinishedEpisode:
     rewards: np.ndarray
     final_obs: Optional[np.ndarray]
     terminated: bool
+    extras: dict  # name -> [T, ...]
+    lane: int = 0
 
 
 class EpisodeTable:
@@ -75,8 +80,9 @@ class EpisodeTable:
 
     def __init__(self, initial_memory: Callable[[], Any], timeout: float, max_episodes: int,
                  sink: Optional[Callable[[FinishedEpisode], None]] = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, lanes: int = 1):
         self.initial_memory = initial_memory
+        self.lanes = lanes
         self.timeout = timeout
         self.max_episodes = max_episodes
         self.sink = sink
@@ -92,7 +98,8 @@ class EpisodeTable:
             raise RequestError(409, f"episode {episode_id!r} is already open")
         if len(self.open) >= self.max_episodes:
             raise RequestError(429, f"{self.max_episodes} episodes are open: end some first")
-        episode = Episode(episode_id, self.initial_memory(), self.clock())
+        episode = Episode(episode_id, self.initial_memory(), self.clock(),
+                          lane=self.started % self.lanes)
         self.open[episode_id] = episode
         self.started += 1
         return episode
@@ -112,10 +119,11 @@ class EpisodeTable:
         del self.open[episode_id]
         self.ended += 1
         if self.sink is not None and episode.length:
+            extras = {k: np.stack([e[k] for e in episode.extras]) for k in episode.extras[0]}
             self.sink(FinishedEpisode(episode_id, np.stack(episode.observations),
                                       np.stack(episode.actions),
                                       np.asarray(episode.rewards, np.float32), final_obs,
-                                      terminated))
+                                      terminated, extras, episode.lane))
         self.steps_logged += episode.length
         return episode
 

@@ -11,6 +11,7 @@ import jax
 from jaxrl_sys.runtime.run_spec import EnvRegistry, ResolvedRun, RunSpec, read_run_record, resolve
 from jaxrl_sys.runtime.session import open_run
 from jaxrl_sys.serve.program import (Manifest, PolicyProgram, ServedRun, action_description,
+                                     actor_template, exploring_acting, greedy_acting,
                                      policy_template)
 
 
@@ -20,18 +21,25 @@ class ServeError(Exception):
 
 
 def build_program(resolved: ResolvedRun, agent: Any, max_batch: int,
-                  used: Optional[tuple[int, ...]] = None) -> PolicyProgram:
-    """The compiled act of `resolved`'s greedy policy, or ServeError if it cannot be served
-    (teams, two-player games, a policy that needs the env's own state)."""
+                  used: Optional[tuple[int, ...]] = None, learning: bool = False) -> PolicyProgram:
+    """The compiled act of `resolved`'s greedy policy (or, `learning`, of the host loop's
+    exploring act on the actor parameters), or ServeError if it cannot be served (teams,
+    two-player games, a policy that needs the env's own state)."""
     spec = agent.spec
     if spec.num_agents > 1 or spec.num_players > 1:
         kind = "a team" if spec.num_agents > 1 else "a two-player game"
         raise ServeError(f"{resolved.env_name} is {kind}: the server acts for single-agent "
                          "envs only")
-    policy = resolved.module.greedy_action(agent)
-    template = policy_template(resolved.module, agent, resolved.host)
+    if learning:
+        fns = resolved.module.host_fns(agent)
+        if fns.initial_memory is not None:
+            raise ServeError("a learning server takes feed-forward policies only (memory=none)")
+        acting, template = exploring_acting(fns), actor_template(fns)
+    else:
+        acting = greedy_acting(resolved.module.greedy_action(agent))
+        template = policy_template(resolved.module, agent, resolved.host)
     try:
-        return PolicyProgram(policy, template, spec.obs_shape, spec.obs_dtype, max_batch, used)
+        return PolicyProgram(acting, template, spec.obs_shape, spec.obs_dtype, max_batch, used)
     except (TypeError, AttributeError) as error:
         raise ServeError(f"{resolved.spec.agent}'s policy on {resolved.env_name} needs more than "
                          f"an observation to act ({type(error).__name__}), so it cannot be "
@@ -65,13 +73,14 @@ def served_run(run_dir: Union[str, Path], load_agent: Callable[[str], Any],
 
 
 def rebuilt_program(record: dict, manifest: Manifest, load_agent: Callable[[str], Any],
-                    registry: EnvRegistry, max_batch: int) -> PolicyProgram:
-    """The server's program rebuilt from its run's record (a local-inference client's),
-    or ServeError if it differs from the server's `manifest`."""
+                    registry: EnvRegistry, max_batch: int, learning: bool = False) -> PolicyProgram:
+    """The server's program rebuilt from its run's record (a local-inference client's; a
+    learning server's exploring one with `learning`), or ServeError if it differs from the
+    server's `manifest`."""
     resolved = resolve(RunSpec.from_dict(record["spec"]), load_agent, registry,
                        saved_record=record)
     _, agent = resolved.build(registry)
-    program = build_program(resolved, agent, max_batch, used=manifest.used)
+    program = build_program(resolved, agent, max_batch, used=manifest.used, learning=learning)
     if program.manifest != manifest:
         raise ServeError(f"this installation builds {resolved.spec.agent}'s policy on "
                          f"{resolved.env_name} differently from the server's (another "

@@ -55,13 +55,16 @@ class PolicyService:
     to `sink` when the episode ends."""
 
     def __init__(self, served: ServedRun, settings: ServeSettings,
-                 sink: Optional[Callable[[FinishedEpisode], None]] = None):
+                 sink: Optional[Callable[[FinishedEpisode], None]] = None, lanes: int = 1):
         self.served = served
         self.settings = settings
         self.program = served.program
+        self.learning = sink is not None
         self.stats = ServerStats()
         self.episodes = EpisodeTable(lambda: self.program.row_memory, settings.episode_timeout,
-                                     settings.max_episodes, sink)
+                                     settings.max_episodes, sink, lanes=lanes)
+        self.env_steps = 0  # actions taken so far (the exploration schedule's clock)
+        self.learner = None  # a learning server's ClientLearner (its status in the metrics)
         self.batcher = Batcher(self._run_batch, settings.max_batch, settings.window_ms / 1e3)
         self._key = jax.random.PRNGKey(settings.seed)
         self._batches = 0
@@ -80,7 +83,7 @@ class PolicyService:
         """The leaves the policy reads and their version, packed for a response."""
         with self._lock:
             leaves, version = self._leaves, self.version
-        return {"version": version,
+        return {"version": version, "env_steps": self.env_steps,
                 "leaves": [pack_array(np.asarray(x), kind) for x in jax.device_get(leaves)]}
 
     def describe(self) -> dict[str, Any]:
@@ -91,19 +94,26 @@ class PolicyService:
                 "discrete": served.discrete, "num_actions": served.num_actions,
                 "action_shape": list(served.action_shape), "recurrent": self.program.recurrent,
                 "version": self.version, "max_batch": self.settings.max_batch,
+                "learning": self.learning,
+                "extras": {k: [list(shape), dtype] for k, (shape, dtype) in
+                           self.program.extras.items()},
                 "episode_timeout": self.settings.episode_timeout}
 
     def _run_batch(self, items: list) -> list:
-        """One device call on the gathered requests [(obs, starts, memory)]."""
+        """One device call on the gathered requests [(obs, starts, memory, lane)]."""
         with self._lock:
             leaves = self._leaves
         key = jax.random.fold_in(self._key, self._batches)
         self._batches += 1
-        obs = np.stack([obs for obs, _, _ in items])
-        starts = np.asarray([start for _, start, _ in items], bool)
-        actions, memory = self.program.act(leaves, obs, starts, [m for _, _, m in items], key)
+        obs = np.stack([item[0] for item in items])
+        starts = np.asarray([item[1] for item in items], bool)
+        lanes = np.asarray([item[3] for item in items], np.int32)
+        actions, extras, memory = self.program.act(leaves, obs, starts,
+                                                   [item[2] for item in items], key,
+                                                   self.env_steps, lanes)
+        self.env_steps += len(items)
         self.stats.batch(len(items))
-        return list(zip(actions, memory))
+        return list(zip(actions, extras, memory))
 
     def start(self, episode_id: Optional[str]) -> Episode:
         """Open an episode."""
@@ -117,30 +127,36 @@ class PolicyService:
             raise RequestError(409, f"episode {episode_id!r} already has an act request waiting")
         episode.busy = True
         try:
-            action, memory = await self.batcher.submit((obs, episode.starts, episode.memory))
+            action, extras, memory = await self.batcher.submit(
+                (obs, episode.starts, episode.memory, episode.lane))
         finally:
             episode.busy = False
         episode.memory = memory
-        episode.record(obs, action)
+        episode.record(obs, action, extras)
         return action
 
     def log_action(self, episode_id: str, obs: np.ndarray, action: np.ndarray) -> None:
         """An action the application chose itself, on `obs` (off-policy experience)."""
         served = self.served
+        if self.program.extras:
+            raise RequestError(422, "log_action: this learner needs what its own policy records "
+                                    f"({', '.join(self.program.extras)}); only an off-policy "
+                                    "learner (dqn, sac) takes the application's actions")
         if served.discrete and not 0 <= int(action) < served.num_actions:
             raise RequestError(422, f"action: {int(action)} is not one of the "
                                     f"{served.num_actions} actions")
         self.episodes.get(episode_id).record(obs, action)
 
     def log_steps(self, episode_id: str, obs: np.ndarray, actions: np.ndarray,
-                  rewards: np.ndarray) -> None:
-        """Steps [T] a local-inference client acted on itself: observations, actions and the
-        reward after each."""
+                  rewards: np.ndarray, extras: dict) -> None:
+        """Steps [T] a local-inference client acted on itself: observations, actions, the
+        reward after each, and what its policy recorded (`extras`, name -> [T, ...])."""
         episode = self.episodes.get(episode_id)
         if self.served.discrete and not ((0 <= actions) & (actions < self.served.num_actions)).all():
             raise RequestError(422, f"actions: not all among the {self.served.num_actions} actions")
-        for o, a, r in zip(obs, actions, rewards):
-            episode.record(o, a)
+        self.env_steps += len(actions)
+        for t, (o, a, r) in enumerate(zip(obs, actions, rewards)):
+            episode.record(o, a, {k: v[t] for k, v in extras.items()})
             episode.add_reward(float(r))
 
     def log_returns(self, episode_id: str, reward: float) -> Episode:

@@ -1,0 +1,140 @@
+"""Learning from the episodes that clients finish (`jaxrl-serve --learn`).
+
+The agent's host-loop functions learn here exactly as in the host loop, on rollouts [T, B]
+assembled from clients' episodes instead of worker processes' envs: each episode's steps go to
+its lane (one of the agent's `num_envs`, given when the episode started, which is also the
+env id its exploration used), and whenever every lane holds `rollout_steps` steps those are
+one rollout. An episode may span rollouts, as an env's does in the host loop; its last step
+is terminated or truncated as the client said, with the observation after it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import threading
+from typing import Callable, Optional
+
+import jax
+import numpy as np
+
+from jaxrl_sys.core.types import HostFns, PyTree, Rollout
+from jaxrl_sys.runtime.host.learner import learn_fn
+from jaxrl_sys.runtime.host.loop import initial_carry
+from jaxrl_sys.runtime.host.placement import HostLayout, place_host
+from jaxrl_sys.serve.episodes import FinishedEpisode
+
+
+def episode_steps(episode: FinishedEpisode) -> list[dict]:
+    """An episode's steps as rollout rows: obs, action, reward, terminated, truncated,
+    next_obs and extras per step. Without a final observation the last step is truncated and
+    bootstraps from its own observation."""
+    obs = episode.observations
+    final = episode.final_obs if episode.final_obs is not None else obs[-1]
+    next_obs = np.concatenate([obs[1:], final[None].astype(obs.dtype)])
+    steps = len(obs)
+    ended = np.arange(steps) == steps - 1
+    terminated = ended & (episode.terminated and episode.final_obs is not None)
+    truncated = ended & ~terminated
+    return [{"obs": obs[t], "action": episode.actions[t], "reward": episode.rewards[t],
+             "terminated": terminated[t], "truncated": truncated[t], "next_obs": next_obs[t],
+             "extras": {k: v[t] for k, v in episode.extras.items()}} for t in range(steps)]
+
+
+def rollout_of(lanes: list[list[dict]], steps: int) -> Rollout:
+    """The first `steps` rows of every lane as one rollout [T, B, ...] (numpy)."""
+    def stack(pick):
+        return np.stack([np.stack([pick(row) for row in lane[:steps]]) for lane in lanes], axis=1)
+
+    extras = {k: stack(lambda row, k=k: row["extras"][k]) for k in lanes[0][0]["extras"]}
+    return Rollout(obs=stack(lambda r: r["obs"]), action=stack(lambda r: r["action"]),
+                   reward=stack(lambda r: r["reward"]).astype(np.float32),
+                   terminated=stack(lambda r: r["terminated"]),
+                   truncated=stack(lambda r: r["truncated"]),
+                   next_obs=stack(lambda r: r["next_obs"]), extras=extras,
+                   env_ids=np.arange(len(lanes), dtype=np.int32))
+
+
+@dataclasses.dataclass
+class LearnerStatus:
+    """What the metrics endpoint and the run's metrics file say of the learner."""
+
+    updates: int = 0
+    steps_learned: int = 0
+    episodes: int = 0
+    done: bool = False
+    recent_returns: list = dataclasses.field(default_factory=list)  # since the last update
+
+
+class ClientLearner:
+    """Learns `fns` from finished episodes (`add`, from any thread) in a thread of its own
+    (`start`), until `total_steps` steps have been learned from.
+
+    After every update `on_update(carry, metrics, status)` runs in the learner's thread (the
+    caller publishes the new parameters, writes metrics and checkpoints there).
+    """
+
+    def __init__(self, fns: HostFns, seed: int, total_steps: int,
+                 on_update: Callable[[PyTree, dict, LearnerStatus], None],
+                 carry: Optional[PyTree] = None):
+        self.fns = fns
+        self.total_steps = total_steps
+        self.on_update = on_update
+        placement = place_host(HostLayout(fns.num_envs))
+        self.carry = carry if carry is not None else initial_carry(fns, seed, placement)
+        self._learn = learn_fn(fns, placement)
+        self._key = jax.random.split(jax.random.PRNGKey(seed), 3)[2]
+        self._lanes: list[list[dict]] = [[] for _ in range(fns.num_envs)]
+        self._episodes: queue.Queue = queue.Queue()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="jaxrl-serve-learner", daemon=True)
+        self.status = LearnerStatus()
+        self.error: Optional[BaseException] = None
+
+    def add(self, episode: FinishedEpisode) -> None:
+        """A finished episode to learn from."""
+        self._episodes.put(episode)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop after the update under way."""
+        self._stop.set()
+        self._thread.join(timeout=60)
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set() and not self.status.done:
+                try:
+                    episode = self._episodes.get(timeout=0.2)
+                except queue.Empty:
+                    continue
+                self.status.episodes += 1
+                self.status.recent_returns.append(float(episode.rewards.sum()))
+                self._lanes[episode.lane % len(self._lanes)].extend(episode_steps(episode))
+                while all(len(lane) >= self.fns.rollout_steps for lane in self._lanes):
+                    self._update()
+                    if self.status.done:
+                        break
+        except BaseException as error:  # the server reports it; serving goes on
+            self.error = error
+
+    def _update(self) -> None:
+        """One learner step on the next rollout of every lane."""
+        steps = self.fns.rollout_steps
+        rollout = rollout_of(self._lanes, steps)
+        for lane in self._lanes:
+            del lane[:steps]
+        key = jax.random.fold_in(self._key, self.status.updates)
+        agent_state, replay, metrics = self._learn(self.carry["agent_state"],
+                                                   self.carry.get("replay"), rollout, key)
+        self.carry = {"agent_state": agent_state} if replay is None else \
+            {"agent_state": agent_state, "replay": replay}
+        status = self.status
+        status.updates += 1
+        status.steps_learned += steps * len(self._lanes)
+        status.done = status.steps_learned >= self.total_steps
+        metrics = {k: float(v) for k, v in jax.device_get(metrics).items() if np.ndim(v) == 0}
+        self.on_update(self.carry, metrics, status)
+        status.recent_returns = []
