@@ -25,7 +25,10 @@ from jaxrl_sys.serve.batcher import Batcher
 from jaxrl_sys.serve.codec import RequestError
 from jaxrl_sys.serve.episodes import EpisodeTable
 from jaxrl_sys.serve.loading import ServeError, build_program, served_run
-from jaxrl_sys.serve.program import Manifest, PolicyProgram, batch_sizes, read_leaves
+from jaxrl_sys.serve.learner import ClientLearner, episode_steps, rollout_of
+from jaxrl_sys.serve.episodes import FinishedEpisode
+from jaxrl_sys.serve.program import (Manifest, PolicyProgram, batch_sizes, greedy_acting,
+                                     read_leaves)
 from jaxrl_sys.serve.service import PolicyService, ServeSettings
 
 
@@ -57,13 +60,13 @@ def test_only_the_leaves_the_policy_reads_are_kept():
     def policy(state, obs, key, legal=None, env_state=None):
         return jnp.argmax(obs @ state["params"], axis=-1)
 
-    program = PolicyProgram(policy, state, (4,), "float32", max_batch=4)
+    program = PolicyProgram(greedy_acting(policy), state, (4,), "float32", max_batch=4)
     assert program.manifest.used == (1,)  # sorted keys: optimiser, params, replay
     obs = np.arange(12, dtype=np.float32).reshape(3, 4) - 5
-    actions, memory = program.act(program.leaves_of(state), obs, np.ones(3, bool), [None] * 3,
-                                  jax.random.PRNGKey(0))
+    actions, extras, memory = program.act(program.leaves_of(state), obs, np.ones(3, bool),
+                                          [None] * 3, jax.random.PRNGKey(0))
     np.testing.assert_array_equal(actions, np.argmax(obs @ np.ones((4, 2)), -1))
-    assert memory == [None] * 3
+    assert memory == [None] * 3 and extras == [{}] * 3 and program.extras == {}
     assert Manifest.from_dict(program.manifest.to_dict()) == program.manifest
 
 
@@ -73,15 +76,16 @@ def test_recurrent_memory_is_carried_per_row_and_reset_at_starts():
         return (memory[:, 0] * state).astype(jnp.int32), memory
 
     policy = RecurrentPolicy(initial=lambda b: jnp.zeros((b, 1)), step=step)
-    program = PolicyProgram(policy, jnp.float32(1.0), (1,), "float32", max_batch=4)
-    assert program.recurrent and read_leaves(jnp.float32(1.0), program.policy.step, (1,),
+    program = PolicyProgram(greedy_acting(policy), jnp.float32(1.0), (1,), "float32",
+                            max_batch=4)
+    assert program.recurrent and read_leaves(jnp.float32(1.0), program.acting, (1,),
                                              "float32", program.row_memory) == (0,)
     leaves, key = program.leaves_of(jnp.float32(1.0)), jax.random.PRNGKey(0)
     rows = [program.row_memory] * 3
-    actions, rows = program.act(leaves, np.asarray([[1.0], [2.0], [3.0]], np.float32),
-                                np.ones(3, bool), rows, key)
-    actions, rows = program.act(leaves, np.asarray([[1.0], [2.0], [3.0]], np.float32),
-                                np.asarray([False, True, False]), rows, key)
+    actions, _, rows = program.act(leaves, np.asarray([[1.0], [2.0], [3.0]], np.float32),
+                                   np.ones(3, bool), rows, key)
+    actions, _, rows = program.act(leaves, np.asarray([[1.0], [2.0], [3.0]], np.float32),
+                                   np.asarray([False, True, False]), rows, key)
     np.testing.assert_array_equal(actions, [2, 2, 6])  # row 1 began again
 
 
@@ -173,6 +177,65 @@ def test_concurrent_requests_share_one_batch_and_get_their_own_answers():
     assert batches == [4, 2]
 
 
+# --- learning from clients --------------------------------------------------------------------
+
+
+def finished(lane: int, length: int, terminated: bool, start: float = 0.0) -> FinishedEpisode:
+    """A hand-made episode: observation t is [start + t], action t is t % 2, reward t is t."""
+    obs = start + np.arange(length, dtype=np.float32)[:, None]
+    return FinishedEpisode(f"e{lane}-{start}", obs, np.arange(length) % 2,
+                           np.arange(length, dtype=np.float32), np.asarray([start + length],
+                                                                           np.float32),
+                           terminated, {"log_prob": -np.arange(length, dtype=np.float32)}, lane)
+
+
+def test_an_episode_becomes_aligned_rollout_rows():
+    rows = episode_steps(finished(0, 3, terminated=True))
+    assert [float(r["next_obs"][0]) for r in rows] == [1.0, 2.0, 3.0]  # the final obs last
+    assert [bool(r["terminated"]) for r in rows] == [False, False, True]
+    assert not any(r["truncated"] for r in rows)
+    cut = episode_steps(finished(0, 2, terminated=False))
+    assert [bool(r["truncated"]) for r in cut] == [False, True] and not cut[1]["terminated"]
+    rollout = rollout_of([episode_steps(finished(0, 3, True)),
+                          episode_steps(finished(1, 4, False, start=10.0))], steps=3)
+    assert rollout.obs.shape == (3, 2, 1) and rollout.extras["log_prob"].shape == (3, 2)
+    np.testing.assert_array_equal(rollout.obs[:, 1, 0], [10.0, 11.0, 12.0])
+    np.testing.assert_array_equal(rollout.terminated[:, 0], [False, False, True])
+    np.testing.assert_array_equal(rollout.truncated[:, 1], [False, False, False])  # cut later
+    np.testing.assert_array_equal(rollout.env_ids, [0, 1])
+
+
+def test_the_learner_updates_once_every_lane_holds_a_rollout():
+    from jaxrl_sys.core.types import HostFns
+
+    def learn(state, replay, rollout, key):  # compiled: what it saw comes back as metrics
+        return state + 1, replay, {"lane0_obs": jnp.sum(rollout.obs[:, 0, 0] * jnp.arange(1, 5)),
+                                   "lane0_ends": jnp.sum(rollout.terminated[:, 0] * jnp.arange(1, 5))}
+
+    fns = HostFns(init=lambda key: (jnp.int32(0), None), actor_params=lambda s: s,
+                  act=None, learn=learn, num_envs=2, rollout_steps=4)
+    updates = []
+    learner = ClientLearner(fns, seed=0, total_steps=16,
+                            on_update=lambda carry, metrics, status: updates.append(
+                                (int(carry["agent_state"]), metrics["lane0_obs"],
+                                 metrics["lane0_ends"], status.steps_learned)))
+    learner.start()
+    learner.add(finished(0, 6, True))
+    learner.add(finished(0, 3, False, start=100.0))
+    learner.add(finished(1, 3, True, start=200.0))  # lane 1 holds 3 < 4 steps: no update yet
+    deadline = time.monotonic() + 30
+    while learner.status.episodes < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert updates == [] and learner.error is None
+    learner.add(finished(1, 9, True, start=300.0))  # lane 0: 9 steps, lane 1: 12 -> 2 updates
+    while len(updates) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    learner.stop()
+    # lane 0: obs 0, 1, 2, 3, then 4, 5 (its episode's end: the second step) and 100, 101
+    assert updates == [(1, 0 + 2 + 6 + 12, 0, 8),
+                       (2, 4 + 10 + 300 + 404, 2, 16)] and learner.status.done
+
+
 # --- the application, in process -------------------------------------------------------------
 
 
@@ -187,8 +250,8 @@ def app_client(served, **settings) -> TestClient:
 
 def test_act_in_json_and_msgpack_is_the_compiled_policys_action(served):
     obs = np.asarray([0.01, -0.2, 0.03, 0.3], np.float32)
-    expected, _ = served.program.act(served.leaves, obs[None], np.ones(1, bool), [None],
-                                     jax.random.PRNGKey(0))
+    expected, _, _ = served.program.act(served.leaves, obs[None], np.ones(1, bool), [None],
+                                        jax.random.PRNGKey(0))
     with app_client(served) as http:
         assert http.get("/health").json()["agent"] == "ppo"
         described = http.get("/v1/policy").json()
@@ -204,8 +267,10 @@ def test_act_in_json_and_msgpack_is_the_compiled_policys_action(served):
         assert int(action) == int(expected[0])
         assert http.post(f"/v1/episodes/{episode}/log_returns", json={"reward": 1.5}).json() == {
             "return": 1.5}
-        assert http.post(f"/v1/episodes/{episode}/end", json={}).json() == {"return": 1.5,
-                                                                            "length": 2}
+        answer = http.post(f"/v1/episodes/{episode}/act", json={"obs": obs.tolist(), "reward": 2})
+        assert answer.json()["action"] == int(expected[0])  # the reward went along
+        assert http.post(f"/v1/episodes/{episode}/end", json={"reward": 0.5}).json() == {
+            "return": 4.0, "length": 3}
         leaves = http.get("/v1/params").json()
         assert leaves["version"] == 0
         assert len(leaves["leaves"]) == len(served.program.manifest.used)

@@ -11,8 +11,10 @@ JAXRL_SERVE_TOKEN), checked on every request. Bad input: one line, exit 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ipaddress
 import os
+import signal
 import socket
 from pathlib import Path
 from typing import Optional, Sequence
@@ -117,23 +119,43 @@ def serve(args: argparse.Namespace) -> int:
     service = PolicyService(served, settings)
     served.program.warm_up(served.leaves)
     record = served.record
-    run_server(service, sock, f"serving {record.get('agent')} on {record.get('env')} "
-                              f"(checkpoint after chunk {record['chunk']}, seed index "
-                              f"{args.seed_index})")
-    return 0
+    return run_server(service, sock, f"serving {record.get('agent')} on {record.get('env')} "
+                                     f"(checkpoint after chunk {record['chunk']}, seed index "
+                                     f"{args.seed_index})")
 
 
-def run_server(service, sock: socket.socket, what: str) -> None:
-    """Serve `service` on `sock` until interrupted, after printing `what` and the address."""
+def run_server(service, sock: socket.socket, what: str) -> int:
+    """Serve `service` on `sock` after printing `what` and the address, until SIGINT (exit
+    code 130) or SIGTERM (0), each a graceful shutdown."""
     import uvicorn
 
     from jaxrl_sys.serve.app import build_app
 
+    class Server(uvicorn.Server):
+        """uvicorn's server, whose signals end the serving and nothing else (uvicorn raises
+        a caught signal again once it has stopped, which would print a traceback here)."""
+
+        stopped_by: Optional[int] = None
+
+        @contextlib.contextmanager
+        def capture_signals(self):
+            def stop(signum, frame):
+                self.stopped_by = signum
+                self.handle_exit(signum, frame)
+
+            previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for s, handler in previous.items():
+                    signal.signal(s, handler)
+
     host, port = sock.getsockname()[:2]
     print(f"{what} at http://{host}:{port}", flush=True)
-    config = uvicorn.Config(build_app(service), log_level="warning", access_log=False,
-                            timeout_graceful_shutdown=5)
-    uvicorn.Server(config).run(sockets=[sock])
+    server = Server(uvicorn.Config(build_app(service), log_level="warning", access_log=False,
+                                   timeout_graceful_shutdown=5))
+    server.run(sockets=[sock])
+    return 130 if server.stopped_by == signal.SIGINT else 0
 
 
 def serve_learning(args: argparse.Namespace, settings) -> int:
@@ -184,13 +206,13 @@ def serve_learning(args: argparse.Namespace, settings) -> int:
     program.warm_up(learning.served.leaves)
     learning.learner.start()
     try:
-        run_server(service, sock, f"learning {resolved.spec.agent} on {resolved.env_name} from "
-                                  f"clients, run dir {run_dir},")
+        code = run_server(service, sock, f"learning {resolved.spec.agent} on "
+                                         f"{resolved.env_name} from clients, run dir {run_dir},")
     finally:
         learning.close()
     if learning.learner.error is not None:
         raise learning.learner.error
-    return 0
+    return code
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -5,11 +5,14 @@
     GET  /v1/policy                        the run's record, the policy's manifest, spaces
     GET  /v1/params?version=V              the policy's leaves (204 when V is current)
     POST /v1/episodes                      {episode_id?} -> {episode_id, lane}
-    POST /v1/episodes/{id}/act             {obs} -> {action}
-    POST /v1/episodes/{id}/log_action      {obs, action}
+    POST /v1/episodes/{id}/act             {obs, reward?} -> {action}
+    POST /v1/episodes/{id}/log_action      {obs, action, reward?}
     POST /v1/episodes/{id}/log_returns     {reward}
     POST /v1/episodes/{id}/log_steps       {obs [T, ...], actions [T, ...], rewards [T], extras}
-    POST /v1/episodes/{id}/end             {obs?, terminated?} -> {return, length}
+    POST /v1/episodes/{id}/end             {obs?, terminated?, reward?} -> {return, length}
+
+`reward` on act, log_action and end: the reward earned since the episode's last action, as `log_returns`
+would report it (a remote client sends its rewards along, one request per step).
 
 Bodies are JSON or msgpack (Content-Type); answers come in the request's format. Every
 refusal is a 4xx with `{"error": one line}`, and the server goes on serving.
@@ -121,16 +124,26 @@ def build_app(service: PolicyService) -> Starlette:
         episode = service.start(codec.text_field(payload, "episode_id", required=False))
         return {"episode_id": episode.episode_id, "lane": episode.lane}
 
+    def earned(request, payload):
+        """A reward earned since the last action, sent along with the next request."""
+        if "reward" in payload:
+            service.log_returns(request.path_params["episode_id"],
+                                codec.number_field(payload, "reward"))
+
     async def act(request, payload, kind):
         started = time.perf_counter()
-        action = await service.act(request.path_params["episode_id"], obs_of(payload))
+        obs = obs_of(payload)
+        earned(request, payload)
+        action = await service.act(request.path_params["episode_id"], obs)
         service.stats.act_done(time.perf_counter() - started)
         return {"action": codec.pack_array(action, kind)}
 
     async def log_action(request, payload, kind):
         action = codec.array_field(payload, "action", served.action_shape,
                                    "int32" if served.discrete else "float32")
-        service.log_action(request.path_params["episode_id"], obs_of(payload), action)
+        obs = obs_of(payload)
+        earned(request, payload)
+        service.log_action(request.path_params["episode_id"], obs, action)
         return {}
 
     async def log_steps(request, payload, kind):
@@ -160,6 +173,7 @@ def build_app(service: PolicyService) -> Starlette:
         terminated = payload.get("terminated", True)
         if not isinstance(terminated, bool):
             raise RequestError(422, "terminated: expected true or false")
+        earned(request, payload)
         episode = service.end(request.path_params["episode_id"], final, terminated)
         return {"return": episode.total_reward, "length": episode.length}
 

@@ -76,6 +76,7 @@ class PolicyClient:
         self.flush_steps = flush_steps
         self.info = self._request("GET", "/v1/policy")
         self._episodes: dict[str, LocalEpisode] = {}
+        self._unsent: dict[str, float] = {}  # remote: rewards to send with the next request
         self._program = None
         if inference == "local":
             if catalog is None:
@@ -126,8 +127,10 @@ class PolicyClient:
         """The policy's action on `observation`."""
         obs = self._obs(observation)
         if self._program is None:
-            answer = self._request("POST", f"/v1/episodes/{episode_id}/act",
-                                   {"obs": codec.pack_array(obs, self.kind)})
+            payload = {"obs": codec.pack_array(obs, self.kind)}
+            if episode_id in self._unsent:
+                payload["reward"] = self._unsent.pop(episode_id)
+            answer = self._request("POST", f"/v1/episodes/{episode_id}/act", payload)
             return self._action_value(codec.unpack_array(answer["action"], "action"))
         episode = self._local(episode_id)
         if time.monotonic() - self._refreshed >= self.update_interval:
@@ -146,9 +149,11 @@ class PolicyClient:
         obs = self._obs(observation)
         action = np.asarray(action, np.int32 if self.info["discrete"] else np.float32)
         if self._program is None:
-            self._request("POST", f"/v1/episodes/{episode_id}/log_action",
-                          {"obs": codec.pack_array(obs, self.kind),
-                           "action": codec.pack_array(action, self.kind)})
+            payload = {"obs": codec.pack_array(obs, self.kind),
+                       "action": codec.pack_array(action, self.kind)}
+            if episode_id in self._unsent:
+                payload["reward"] = self._unsent.pop(episode_id)
+            self._request("POST", f"/v1/episodes/{episode_id}/log_action", payload)
         elif self._program.extras:
             raise ServerError(422, "log_action: this learner needs what its own policy records; "
                                    "only an off-policy learner takes the application's actions")
@@ -156,10 +161,9 @@ class PolicyClient:
             self._record(episode_id, self._local(episode_id), obs, action, {})
 
     def log_returns(self, episode_id: str, reward: float) -> None:
-        """A reward earned since the episode's last action."""
+        """A reward earned since the episode's last action (sent with the next request)."""
         if self._program is None:
-            self._request("POST", f"/v1/episodes/{episode_id}/log_returns",
-                          {"reward": float(reward)})
+            self._unsent[episode_id] = self._unsent.get(episode_id, 0.0) + float(reward)
             return
         episode = self._local(episode_id)
         if episode.rewards:
@@ -176,6 +180,8 @@ class PolicyClient:
             self._flush(episode_id, self._local(episode_id), keep_last=False)
             del self._episodes[episode_id]
         payload: dict = {"terminated": bool(terminated)}
+        if episode_id in self._unsent:
+            payload["reward"] = self._unsent.pop(episode_id)
         if observation is not None:
             payload["obs"] = codec.pack_array(self._obs(observation), self.kind)
         return self._request("POST", f"/v1/episodes/{episode_id}/end", payload)
