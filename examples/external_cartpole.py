@@ -4,13 +4,17 @@ policy server through `PolicyClient` only.
     jaxrl-serve --learn --agent ppo --env gymnasium:CartPole-v1 --port 8000 &
     python examples/external_cartpole.py http://127.0.0.1:8000 --clients 8 --inference remote
 
-Each client thread runs its own env and episodes until the server's learner is done (or
-`--steps` steps in all), and the script prints the mean return of every 100 episodes.
+Each client thread runs its own env and episodes until the mean return of the last 100
+episodes reaches `--until-return` (exit code 0), or the server's learner is done or `--steps`
+steps have been taken without it (exit code 1). It prints the mean return of every 100
+episodes, and a last line of JSON: reached, episodes, steps, the last 100's mean, seconds.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 import threading
 import time
 
@@ -44,7 +48,9 @@ def main() -> None:
     p.add_argument("address")
     p.add_argument("--clients", type=int, default=8)
     p.add_argument("--inference", choices=("remote", "local"), default="remote")
-    p.add_argument("--steps", type=int, default=None, help="stop after about this many steps")
+    p.add_argument("--steps", type=int, default=None, help="give up after this many steps")
+    p.add_argument("--until-return", type=float, default=475.0,
+                   help="stop once the last 100 episodes' mean return reaches this")
     p.add_argument("--token", default=None)
     args = p.parse_args()
     returns: list = []
@@ -55,8 +61,8 @@ def main() -> None:
     for thread in threads:
         thread.start()
     status = PolicyClient(args.address, token=args.token)
-    started, reported = time.monotonic(), 0
-    while True:
+    started, reported, reached = time.monotonic(), 0, False
+    while not reached:
         time.sleep(1.0)
         learner = status.metrics().get("learner") or {}
         while len(returns) >= reported + 100:
@@ -65,13 +71,19 @@ def main() -> None:
                   f"({time.monotonic() - started:.0f} s, {learner.get('steps_learned', 0):,} "
                   "steps learned)", flush=True)
             reported += 100
+        recent = returns[-100:]
+        reached = len(recent) == 100 and float(np.mean(recent)) >= args.until_return
+        steps = sum(returns)  # CartPole: one reward per step
         if learner.get("done") or learner.get("error") or (
-                args.steps is not None and sum(returns) >= args.steps):
+                args.steps is not None and steps >= args.steps):
             break
     stop.set()
     for thread in threads:
         thread.join()
-    print(f"learner: {learner}")
+    print(json.dumps({"reached": reached, "episodes": len(returns), "steps": int(sum(returns)),
+                      "mean_last_100": float(np.mean(returns[-100:])) if returns else None,
+                      "seconds": round(time.monotonic() - started, 1), "learner": learner}))
+    sys.exit(0 if reached else 1)
 
 
 if __name__ == "__main__":

@@ -5,10 +5,12 @@ with remote and local clients, concurrent clients, a killed client and bad flags
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import jax
@@ -406,6 +408,31 @@ def test_a_server_process_serves_remote_local_and_concurrent_clients(ppo_run):
         server.wait(timeout=30)
 
 
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "external_cartpole.py"
+
+
+@pytest.mark.slow
+@pytest.mark.learning
+@pytest.mark.parametrize("inference", ["remote", "local"])
+def test_ppo_learns_cartpole_from_an_external_application(tmp_path, inference):
+    """docs/design/serving.md's example: Gymnasium CartPole-v1 stepped by 8 client threads in
+    another process that only uses PolicyClient; the server learns from their episodes with
+    PPO's shipped defaults until the last 100 episodes average 475."""
+    server, address = start_server("--learn", "--agent", "ppo", "--env", "gymnasium:CartPole-v1",
+                                   "--run-root", str(tmp_path))
+    try:
+        result = subprocess.run([sys.executable, str(EXAMPLE), address, "--clients", "8",
+                                 "--inference", inference, "--steps", "150000"],
+                                capture_output=True, text=True, timeout=1500)
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=60)
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["reached"], result.stdout + result.stderr
+    (run_dir,) = tmp_path.iterdir()
+    assert (run_dir / "checkpoints").is_dir() and (run_dir / "metrics.jsonl").is_file()
+
+
 @pytest.mark.parametrize("args, words", [
     (["--host", "0.0.0.0"], "give a token"),
     (["--max-batch", "0"], "--max-batch must be >= 1"),
@@ -418,6 +445,24 @@ def test_bad_flags_are_one_line_and_exit_2(ppo_run, args, words, capsys):
     assert main([str(ppo_run), *args]) == 2
     err = capsys.readouterr().err
     assert words in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--agent", "ppo"], "--learn starts a run from --agent and --env"),
+    (["--agent", "ppo", "--env", "CartPole-v1"], "gymnasium:CartPole-v1, for its spaces"),
+    (["--agent", "ppo", "--env", "gymnasium:CartPole-v1", "--set", "memory=gru"],
+     "feed-forward policies only"),
+    (["--agent", "ppo", "--env", "gymnasium:CartPole-v1", "--checkpoint-every", "0"],
+     "--checkpoint-every must be >= 1"),
+])
+def test_a_learning_server_refuses_bad_flags_before_making_its_run(tmp_path, args, words,
+                                                                   capsys):
+    from jaxrl_sys.commands.serve import main
+
+    assert main(["--learn", "--run-root", str(tmp_path / "runs"), *args]) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
 def test_a_missing_run_is_one_line_and_exit_2(tmp_path, capsys):
