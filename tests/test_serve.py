@@ -222,20 +222,45 @@ def test_the_learner_updates_once_every_lane_holds_a_rollout():
                                 (int(carry["agent_state"]), metrics["lane0_obs"],
                                  metrics["lane0_ends"], status.steps_learned)))
     learner.start()
-    learner.add(finished(0, 6, True))
-    learner.add(finished(0, 3, False, start=100.0))
-    learner.add(finished(1, 3, True, start=200.0))  # lane 1 holds 3 < 4 steps: no update yet
+    learner.add(0, finished(0, 6, True))
+    learner.add(1, finished(0, 3, False, start=100.0))
+    learner.add(2, finished(1, 3, True, start=200.0))  # lane 1 holds 3 < 4 steps: no update yet
     deadline = time.monotonic() + 30
     while learner.status.episodes < 3 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert updates == [] and learner.error is None
-    learner.add(finished(1, 9, True, start=300.0))  # lane 0: 9 steps, lane 1: 12 -> 2 updates
+    learner.add(3, finished(1, 9, True, start=300.0))  # lane 0: 9 steps, lane 1: 12 -> 2 updates
     while len(updates) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     learner.stop()
     # lane 0: obs 0, 1, 2, 3, then 4, 5 (its episode's end: the second step) and 100, 101
     assert updates == [(1, 0 + 2 + 6 + 12, 0, 8),
                        (2, 4 + 10 + 300 + 404, 2, 16)] and learner.status.done
+    # left waiting: lane 0 the last step of episode 1 (its 3rd), lane 1 episode 3 from step 5
+    assert learner.status.lanes == [[1, 2], [3, 5]] and learner.status.steps_waiting == 5
+    assert learner.status.unlearned(0, 0) is None and learner.status.unlearned(1, 0) == 2
+    assert learner.status.unlearned(2, 1) is None and learner.status.unlearned(4, 0) == 0
+
+
+def test_the_experience_log_keeps_whole_records_only(tmp_path):
+    from jaxrl_sys.serve.experience_log import LOG_FILE, ExperienceLog
+
+    log = ExperienceLog(tmp_path)
+    assert [log.append(finished(k % 2, 3 + k, k % 2 == 0, start=10.0 * k)) for k in range(3)] == [
+        0, 1, 2]
+    log.close()
+    with open(tmp_path / LOG_FILE, "ab") as f:
+        f.write(b"\x40\0\0\0\0\0\0\0half a record")  # a crash mid-write
+    log = ExperienceLog(tmp_path)
+    assert log.count == 3 and log.steps() == 3 + 4 + 5
+    (index, episode), = list(log.read(2))
+    original = finished(0, 5, True, start=20.0)
+    assert index == 2 and episode.lane == 0 and episode.terminated
+    np.testing.assert_array_equal(episode.observations, original.observations)
+    np.testing.assert_array_equal(episode.extras["log_prob"], original.extras["log_prob"])
+    assert log.append(finished(1, 2, False)) == 3  # appended after the cut record
+    log.close()
+    assert [i for i, _ in ExperienceLog(tmp_path).read()] == [0, 1, 2, 3]
 
 
 # --- the application, in process -------------------------------------------------------------
@@ -364,9 +389,11 @@ async def concurrent_clients(address: str, clients: int, steps: int) -> list:
         async def one(i):
             episode = (await http.post("/v1/episodes", json={}))
             episode = episode.json()["episode_id"]
-            return [(await http.post(f"/v1/episodes/{episode}/act",
-                                     json={"obs": [0.01 * i, 0.0, 0.0, 0.0]})).json()["action"]
-                    for _ in range(steps)]
+            answers = [await http.post(f"/v1/episodes/{episode}/act",
+                                       json={"obs": [0.01 * i, 0.0, 0.0, 0.0]})
+                       for _ in range(steps)]
+            assert all(a.status_code == 200 for a in answers), [a.text for a in answers]
+            return [a.json()["action"] for a in answers]
 
         return await asyncio.gather(*(one(i) for i in range(clients)))
 
@@ -375,7 +402,7 @@ async def concurrent_clients(address: str, clients: int, steps: int) -> list:
 def test_a_server_process_serves_remote_local_and_concurrent_clients(ppo_run):
     from jaxrl_sys.client import PolicyClient
 
-    server, address = start_server(str(ppo_run), "--episode-timeout", "1")
+    server, address = start_server(str(ppo_run), "--episode-timeout", "5")
     try:
         remote = PolicyClient(address, inference="remote")
         local = PolicyClient(address, inference="local", binary=False)
@@ -431,6 +458,45 @@ def test_ppo_learns_cartpole_from_an_external_application(tmp_path, inference):
     assert summary["reached"], result.stdout + result.stderr
     (run_dir,) = tmp_path.iterdir()
     assert (run_dir / "checkpoints").is_dir() and (run_dir / "metrics.jsonl").is_file()
+
+
+@pytest.mark.slow
+def test_a_killed_learning_server_keeps_every_step_it_acknowledged(tmp_path):
+    """SIGKILL after a checkpoint and more acknowledged episodes; `RUN_DIR --learn` restarts
+    from the checkpoint and the experience log: learned + waiting = acknowledged steps."""
+    from jaxrl_sys.client import PolicyClient
+
+    server, address = start_server("--learn", "--agent", "ppo", "--env", "gymnasium:CartPole-v1",
+                                   "--run-root", str(tmp_path), "--checkpoint-every", "2")
+    rng, acknowledged, episodes = np.random.default_rng(0), 0, 0
+    try:
+        client = PolicyClient(address)
+        while client.metrics()["learner"]["updates"] < 3 or episodes < 40:
+            episode, length = client.start_episode(), int(rng.integers(5, 40))
+            for _ in range(length):
+                client.get_action(episode, rng.normal(0, 0.1, 4))
+                client.log_returns(episode, 1.0)
+            assert client.end_episode(episode, rng.normal(0, 0.1, 4))["length"] == length
+            acknowledged, episodes = acknowledged + length, episodes + 1
+        client.close()
+    finally:
+        server.kill()
+        server.wait(timeout=30)
+    (run_dir,) = tmp_path.iterdir()
+    assert (run_dir / "checkpoints").is_dir()
+    server, address = start_server(str(run_dir), "--learn")
+    try:
+        client = PolicyClient(address)
+        deadline = time.monotonic() + 60
+        while client.metrics()["learner"]["episodes"] < episodes and time.monotonic() < deadline:
+            time.sleep(0.2)
+        learner = client.metrics()["learner"]
+        assert learner["episodes"] == episodes and learner["error"] is None
+        assert learner["steps_learned"] + learner["steps_waiting"] == acknowledged
+        assert learner["steps_learned"] >= 3 * 256  # 8 lanes x 32 steps per update
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=60)
 
 
 @pytest.mark.parametrize("args, words", [

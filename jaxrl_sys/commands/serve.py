@@ -89,7 +89,8 @@ def checked_settings(args: argparse.Namespace):
 
 
 def bound_socket(host: str, port: int) -> socket.socket:
-    """A listening socket on `host:port`, or UsageError naming why not."""
+    """A listening socket on `host:port` (connections wait in its backlog until the server
+    takes them), or UsageError naming why not."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -98,6 +99,7 @@ def bound_socket(host: str, port: int) -> socket.socket:
     except OSError as error:
         sock.close()
         raise UsageError(f"cannot bind {host}:{port}: {error.strerror}") from None
+    sock.listen(2048)
     return sock
 
 
@@ -181,9 +183,7 @@ def serve_learning(args: argparse.Namespace, settings) -> int:
         program = learning_program(resolved, agent, settings.max_batch)
         if (run_dir / "checkpoints").is_dir():
             carry, record = saved.restore()
-            status = LearnerStatus(updates=int(record["chunk"]),
-                                   steps_learned=int(record["steps_learned"]),
-                                   episodes=int(record["episodes"]), done=bool(record["done"]))
+            status = LearnerStatus.from_record(record)
     else:
         if args.agent is None or args.env is None:
             raise UsageError("--learn starts a run from --agent and --env (or continues RUN_DIR)")
@@ -200,9 +200,10 @@ def serve_learning(args: argparse.Namespace, settings) -> int:
     sock = bound_socket(args.host, args.port)
     learning = learning_run(resolved, agent, program, run_dir, args.checkpoint_every, carry,
                             status)
-    service = PolicyService(learning.served, settings, sink=learning.learner.add,
+    service = PolicyService(learning.served, settings, sink=learning.add,
                             lanes=learning.learner.fns.num_envs)
     learning.attach(service)
+    service.env_steps = learning.log.steps()  # the exploration schedule goes on where it was
     program.warm_up(learning.served.leaves)
     learning.learner.start()
     try:

@@ -106,6 +106,7 @@ def build_app(service: PolicyService) -> Starlette:
             status, error = service.learner.status, service.learner.error
             snapshot["learner"] = {"updates": status.updates,
                                    "steps_learned": status.steps_learned,
+                                   "steps_waiting": status.steps_waiting,
                                    "episodes": status.episodes, "done": status.done,
                                    "error": None if error is None else
                                    f"{type(error).__name__}: {error}"}

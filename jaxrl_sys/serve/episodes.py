@@ -128,9 +128,10 @@ class EpisodeTable:
         return episode
 
     def expire(self) -> int:
-        """Drop the episodes idle for longer than the timeout; how many were dropped."""
+        """Drop the episodes idle for longer than the timeout (not one whose act request is
+        waiting for its batch); how many were dropped."""
         cutoff = self.clock() - self.timeout
-        idle = [i for i, e in self.open.items() if e.last_seen < cutoff]
+        idle = [i for i, e in self.open.items() if e.last_seen < cutoff and not e.busy]
         for episode_id in idle:
             del self.open[episode_id]
         self.expired += len(idle)

@@ -57,13 +57,42 @@ def rollout_of(lanes: list[list[dict]], steps: int) -> Rollout:
 
 @dataclasses.dataclass
 class LearnerStatus:
-    """What the metrics endpoint and the run's metrics file say of the learner."""
+    """What the metrics endpoint, the run's metrics file and its checkpoints say of the
+    learner. `lanes[l]`: where lane l's waiting steps begin, [episode index, steps of that
+    episode already learned] (an empty lane: [next_episode, 0]); with `next_episode` (the
+    index of the next episode to arrive) it says which logged steps a checkpoint has not
+    learned from."""
 
     updates: int = 0
     steps_learned: int = 0
+    steps_waiting: int = 0  # in the lanes, not yet learned
     episodes: int = 0
+    next_episode: int = 0
     done: bool = False
+    lanes: list = dataclasses.field(default_factory=list)
     recent_returns: list = dataclasses.field(default_factory=list)  # since the last update
+
+    def record(self) -> dict:
+        """The checkpoint's record of it."""
+        return {"steps_learned": self.steps_learned, "episodes": self.episodes,
+                "next_episode": self.next_episode, "done": self.done, "lanes": self.lanes}
+
+    @classmethod
+    def from_record(cls, record: dict) -> "LearnerStatus":
+        """The status a checkpoint's record saved (`record()`), after `chunk` updates."""
+        return cls(updates=int(record["chunk"]), steps_learned=int(record["steps_learned"]),
+                   episodes=int(record["episodes"]), next_episode=int(record["next_episode"]),
+                   done=bool(record["done"]), lanes=[list(x) for x in record["lanes"]])
+
+    def unlearned(self, index: int, lane: int) -> Optional[int]:
+        """How many leading steps of logged episode `index` (in `lane`) a checkpoint with
+        this status has learned from already: None for all of them, else 0 or more."""
+        if index >= self.next_episode:
+            return 0
+        first, offset = self.lanes[lane]
+        if index < first:
+            return None
+        return offset if index == first else 0
 
 
 class ClientLearner:
@@ -85,15 +114,18 @@ class ClientLearner:
         self._learn = learn_fn(fns, placement)
         self._key = jax.random.split(jax.random.PRNGKey(seed), 3)[2]
         self._lanes: list[list[dict]] = [[] for _ in range(fns.num_envs)]
+        # per lane, the episodes its waiting steps come from: [index, first step, count]
+        self._segments: list[list[list[int]]] = [[] for _ in range(fns.num_envs)]
         self._episodes: queue.Queue = queue.Queue()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="jaxrl-serve-learner", daemon=True)
-        self.status = LearnerStatus()
+        self.status = LearnerStatus(lanes=[[0, 0] for _ in range(fns.num_envs)])
         self.error: Optional[BaseException] = None
 
-    def add(self, episode: FinishedEpisode) -> None:
-        """A finished episode to learn from."""
-        self._episodes.put(episode)
+    def add(self, index: int, episode: FinishedEpisode, skip: int = 0) -> None:
+        """Finished episode number `index` (its place in the experience log) to learn from,
+        less its first `skip` steps (learned before a restart)."""
+        self._episodes.put((index, episode, skip))
 
     def start(self) -> None:
         self._thread.start()
@@ -107,12 +139,10 @@ class ClientLearner:
         try:
             while not self._stop.is_set() and not self.status.done:
                 try:
-                    episode = self._episodes.get(timeout=0.2)
+                    index, episode, skip = self._episodes.get(timeout=0.2)
                 except queue.Empty:
                     continue
-                self.status.episodes += 1
-                self.status.recent_returns.append(float(episode.rewards.sum()))
-                self._lanes[episode.lane % len(self._lanes)].extend(episode_steps(episode))
+                self._take(index, episode, skip)
                 while all(len(lane) >= self.fns.rollout_steps for lane in self._lanes):
                     self._update()
                     if self.status.done:
@@ -120,12 +150,41 @@ class ClientLearner:
         except BaseException as error:  # the server reports it; serving goes on
             self.error = error
 
+    def _take(self, index: int, episode: FinishedEpisode, skip: int) -> None:
+        """Put an episode's steps (from step `skip`) in its lane."""
+        status, lane = self.status, episode.lane % len(self._lanes)
+        rows = episode_steps(episode)[skip:]
+        if index >= status.next_episode:  # not counted before a restart
+            status.episodes += 1
+            status.recent_returns.append(float(episode.rewards.sum()))
+        if rows:
+            self._lanes[lane].extend(rows)
+            self._segments[lane].append([index, skip, len(rows)])
+        status.steps_waiting += len(rows)
+        status.next_episode = max(status.next_episode, index + 1)
+        self._mark_lanes()
+
+    def _mark_lanes(self) -> None:
+        """`status.lanes` from the segments."""
+        self.status.lanes = [[seg[0][0], seg[0][1]] if seg else [self.status.next_episode, 0]
+                             for seg in self._segments]
+
     def _update(self) -> None:
         """One learner step on the next rollout of every lane."""
         steps = self.fns.rollout_steps
         rollout = rollout_of(self._lanes, steps)
-        for lane in self._lanes:
+        for lane, segments in zip(self._lanes, self._segments):
             del lane[:steps]
+            left = steps
+            while left:
+                take = min(left, segments[0][2])
+                segments[0][1] += take
+                segments[0][2] -= take
+                left -= take
+                if segments[0][2] == 0:
+                    segments.pop(0)
+        self.status.steps_waiting -= steps * len(self._lanes)
+        self._mark_lanes()
         key = jax.random.fold_in(self._key, self.status.updates)
         agent_state, replay, metrics = self._learn(self.carry["agent_state"],
                                                    self.carry.get("replay"), rollout, key)

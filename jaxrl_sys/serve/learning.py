@@ -3,7 +3,8 @@ it publishes, its metrics and checkpoints.
 
 The run is a host-loop run (`gymnasium:<id>` names the spaces of the application's env), so
 its directory is what `jaxrl-evaluate`, `jaxrl-serve RUN_DIR` and `jaxrl-plot` read: run.json,
-metrics.jsonl (the clients' episode returns per update) and checkpoints of the learner's carry.
+metrics.jsonl (the clients' episode returns per update), checkpoints of the learner's carry,
+and experience.log, every acknowledged episode (`serve.experience_log`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import numpy as np
 from jaxrl_sys.runtime.checkpoint import Checkpointer
 from jaxrl_sys.runtime.metrics import RunLogger
 from jaxrl_sys.runtime.run_spec import ResolvedRun, read_run_record
+from jaxrl_sys.serve.episodes import FinishedEpisode
+from jaxrl_sys.serve.experience_log import ExperienceLog
 from jaxrl_sys.serve.learner import ClientLearner, LearnerStatus
 from jaxrl_sys.serve.loading import ServeError, build_program
 from jaxrl_sys.serve.program import PolicyProgram, ServedRun, action_description
@@ -31,9 +34,15 @@ class LearningRun:
     learner: ClientLearner
     run_dir: Path
     checkpoint_every: int
+    log: ExperienceLog
     _checkpointer: Optional[Checkpointer] = None
     _logger: Optional[RunLogger] = None
     _service: Any = None
+
+    def add(self, episode: FinishedEpisode) -> None:
+        """The server's sink: an ended episode, on disk before the server answers, then to
+        the learner."""
+        self.learner.add(self.log.append(episode), episode)
 
     def attach(self, service: Any) -> None:
         """Publish every update's actor parameters to `service`, log and checkpoint."""
@@ -59,9 +68,7 @@ class LearningRun:
     def save(self) -> None:
         """Checkpoint the learner's carry after its latest update."""
         status = self.learner.status
-        self._checkpointer.save(status.updates, self.learner.carry,
-                                {"steps_learned": status.steps_learned,
-                                 "episodes": status.episodes, "done": status.done})
+        self._checkpointer.save(status.updates, self.learner.carry, status.record())
 
     def close(self) -> None:
         """Stop learning, write a last checkpoint, close the files."""
@@ -73,6 +80,7 @@ class LearningRun:
             self._checkpointer.close()
         if self._logger is not None:
             self._logger.close()
+        self.log.close()
 
 
 def learning_program(resolved: ResolvedRun, agent: Any, max_batch: int) -> PolicyProgram:
@@ -94,9 +102,16 @@ def learning_run(resolved: ResolvedRun, agent: Any, program: PolicyProgram, run_
                             on_update=lambda *_: None, carry=carry)
     if status is not None:
         learner.status = status
+    log = ExperienceLog(run_dir)
+    # what the log holds that the checkpoint had not learned from (all of it without one)
+    start = min((first for first, _ in learner.status.lanes), default=0)
+    for index, episode in log.read(start):
+        skip = learner.status.unlearned(index, episode.lane % fns.num_envs)
+        if skip is not None:
+            learner.add(index, episode, skip)
     leaves = program.leaves_of(fns.actor_params(learner.carry["agent_state"]))
     discrete, num_actions, action_shape = action_description(agent.spec)
     record = dict(read_run_record(run_dir), chunk=learner.status.updates, seed_index=0)
     served = ServedRun(program, leaves, record, program.obs_shape, str(program.obs_dtype),
                        discrete, num_actions, action_shape)
-    return LearningRun(served, learner, Path(run_dir), checkpoint_every)
+    return LearningRun(served, learner, Path(run_dir), checkpoint_every, log)

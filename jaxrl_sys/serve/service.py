@@ -131,6 +131,7 @@ class PolicyService:
                 (obs, episode.starts, episode.memory, episode.lane))
         finally:
             episode.busy = False
+            episode.last_seen = self.episodes.clock()
         episode.memory = memory
         episode.record(obs, action, extras)
         return action
