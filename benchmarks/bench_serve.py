@@ -3,10 +3,10 @@
 Starts `jaxrl-serve RUN_DIR --port 0` in a process of its own (a short PPO CartPole-v1 run is
 trained first when no run is given), then, against 127.0.0.1 on the same machine:
 
-- remote inference: `--clients` episodes acting at once from one asyncio process (httpx, one
-  connection each, msgpack bodies), each sending its next observation as soon as its last
-  action came back, for `--seconds`; the act latency (p50, p99, from the client's side) and
-  actions per second over all clients;
+- remote inference: `--clients` episodes acting at once from one asyncio process (one
+  keep-alive HTTP/1.1 connection each over asyncio streams, msgpack bodies), each sending its
+  next observation as soon as its last action came back, for `--seconds`; the act latency
+  (p50, p99, from the client's side) and actions per second over all clients;
 - local inference: one `PolicyClient(inference="local")` acting for `--seconds` on the copy of
   the parameters it fetched, sending its steps to the server in batches; actions per second.
 
@@ -51,39 +51,76 @@ def start_server(run_dir: Path, max_batch: int, window_ms: float) -> tuple[subpr
     return process, line.rsplit(" at ", 1)[1].strip()
 
 
+class RawConnection:
+    """One keep-alive HTTP/1.1 connection over asyncio streams: the load generator's client,
+    cheaper per request than httpx, so that on a shared machine the server, not the load
+    generator, is what is measured."""
+
+    def __init__(self, host: str, port: int):
+        self.host, self.port = host, port
+
+    async def open(self) -> "RawConnection":
+        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        return self
+
+    async def post(self, path: str, body: bytes, kind: str) -> tuple[int, bytes]:
+        """(status, body) of one POST."""
+        head = (f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Type: {kind}\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        self.writer.write(head + body)
+        status_line = await self.reader.readline()
+        length = 0
+        while True:
+            line = await self.reader.readline()
+            if line in (b"\r\n", b""):
+                break
+            name, _, value = line.decode().partition(":")
+            if name.lower() == "content-length":
+                length = int(value)
+        return int(status_line.split()[1]), await self.reader.readexactly(length)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
 async def remote_load(address: str, clients: int, seconds: float, obs_shape) -> dict:
-    """`clients` episodes acting back to back for `seconds`: latencies and actions/s."""
-    import httpx
+    """`clients` episodes acting back to back for `seconds`, one connection each: the act
+    latency seen by the clients, and actions/s."""
+    from urllib.parse import urlsplit
 
     from jaxrl_sys.serve import codec
 
     kind = codec.MSGPACK
-    headers = {"content-type": kind}
+    url = urlsplit(address)
     latencies: list[float] = []
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=address, timeout=60, limits=limits,
-                                 headers=headers) as http:
-        async def one(i: int, stop: float) -> int:
-            answer = await http.post("/v1/episodes", content=codec.encode({}, kind))
-            episode = codec.decode(answer.content, kind)["episode_id"]
-            rng, actions = np.random.default_rng(i), 0
-            while time.perf_counter() < stop:
-                obs = rng.normal(0, 0.1, obs_shape).astype(np.float32)
-                body = codec.encode({"obs": codec.pack_array(obs, kind)}, kind)
-                sent = time.perf_counter()
-                answer = await http.post(f"/v1/episodes/{episode}/act", content=body)
-                latencies.append(time.perf_counter() - sent)
-                if answer.status_code != 200:
-                    raise SystemExit(f"act answered {answer.status_code}: {answer.text}")
-                actions += 1
-            await http.post(f"/v1/episodes/{episode}/end", content=codec.encode({}, kind))
-            return actions
+    connections = [await RawConnection(url.hostname, url.port).open() for _ in range(clients)]
 
+    async def one(i: int, stop: float) -> int:
+        http = connections[i]
+        _, answer = await http.post("/v1/episodes", codec.encode({}, kind), kind)
+        episode = codec.decode(answer, kind)["episode_id"]
+        rng, actions = np.random.default_rng(i), 0
+        while time.perf_counter() < stop:
+            obs = rng.normal(0, 0.1, obs_shape).astype(np.float32)
+            body = codec.encode({"obs": codec.pack_array(obs, kind)}, kind)
+            sent = time.perf_counter()
+            status, answer = await http.post(f"/v1/episodes/{episode}/act", body, kind)
+            latencies.append(time.perf_counter() - sent)
+            if status != 200:
+                raise SystemExit(f"act answered {status}: {answer!r}")
+            actions += 1
+        await http.post(f"/v1/episodes/{episode}/end", codec.encode({}, kind), kind)
+        return actions
+
+    try:
         await asyncio.gather(*(one(i, time.perf_counter() + 1.0) for i in range(clients)))
         latencies.clear()  # one second of warm-up: connections open, programs run once
         started = time.perf_counter()
         counts = await asyncio.gather(*(one(i, started + seconds) for i in range(clients)))
         elapsed = time.perf_counter() - started
+    finally:
+        for connection in connections:
+            connection.close()
     ms = np.asarray(latencies) * 1e3
     return {"actions_per_s": sum(counts) / elapsed, "p50_ms": float(np.percentile(ms, 50)),
             "p99_ms": float(np.percentile(ms, 99)), "actions": int(sum(counts))}
