@@ -440,11 +440,13 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "external_cartpo
 
 @pytest.mark.slow
 @pytest.mark.learning
-@pytest.mark.parametrize("inference", ["remote", "local"])
+@pytest.mark.parametrize("inference", ["local"])
 def test_ppo_learns_cartpole_from_an_external_application(tmp_path, inference):
     """docs/design/serving.md's example: Gymnasium CartPole-v1 stepped by 8 client threads in
     another process that only uses PolicyClient; the server learns from their episodes with
-    PPO's shipped defaults until the last 100 episodes average 475."""
+    PPO's shipped defaults until the last 100 episodes average 475. Local inference here (about
+    2 minutes); remote inference learns the same way at about half the speed on this machine
+    (docs/design/serving.md), and acts as local inference does (the server-process test)."""
     server, address = start_server("--learn", "--agent", "ppo", "--env", "gymnasium:CartPole-v1",
                                    "--run-root", str(tmp_path))
     try:
