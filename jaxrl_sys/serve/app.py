@@ -161,6 +161,7 @@ def build_app(service: PolicyService) -> Starlette:
             raise RequestError(422, f"extras: expected {sorted(service.program.extras)}")
         extras = {name: codec.array_field(given, name, (steps, *shape), dtype)
                   for name, (shape, dtype) in service.program.extras.items()}
+        await service.keep_pace()
         service.log_steps(request.path_params["episode_id"], obs, actions, rewards, extras)
         return {}
 

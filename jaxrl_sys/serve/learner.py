@@ -23,6 +23,7 @@ from jaxrl_sys.runtime.host.learner import learn_fn
 from jaxrl_sys.runtime.host.loop import initial_carry
 from jaxrl_sys.runtime.host.placement import HostLayout, place_host
 from jaxrl_sys.serve.episodes import FinishedEpisode
+from jaxrl_sys.serve.program import PolicyProgram
 
 
 def episode_steps(episode: FinishedEpisode) -> list[dict]:
@@ -53,6 +54,18 @@ def rollout_of(lanes: list[list[dict]], steps: int) -> Rollout:
                    truncated=stack(lambda r: r["truncated"]),
                    next_obs=stack(lambda r: r["next_obs"]), extras=extras,
                    env_ids=np.arange(len(lanes), dtype=np.int32))
+
+
+def example_rollout(program: PolicyProgram, steps: int, lanes: int) -> Rollout:
+    """A rollout [T, B, ...] of zeros with the shapes and dtypes `program`'s steps give."""
+    def zeros(shape, dtype):
+        return np.zeros((steps, lanes, *shape), dtype)
+
+    obs = zeros(program.obs_shape, program.obs_dtype)
+    return Rollout(obs=obs, action=zeros(*program.action), reward=zeros((), np.float32),
+                   terminated=zeros((), bool), truncated=zeros((), bool), next_obs=obs,
+                   extras={k: zeros(*v) for k, v in program.extras.items()},
+                   env_ids=np.arange(lanes, dtype=np.int32))
 
 
 @dataclasses.dataclass
@@ -121,11 +134,28 @@ class ClientLearner:
         self._thread = threading.Thread(target=self._run, name="jaxrl-serve-learner", daemon=True)
         self.status = LearnerStatus(lanes=[[0, 0] for _ in range(fns.num_envs)])
         self.error: Optional[BaseException] = None
+        self.queued_steps = 0  # in episodes added but not yet put in lanes
+        self._queued_lock = threading.Lock()
+
+    def compile(self, rollout: Rollout) -> None:
+        """Compile the update now, on a rollout of the shapes and dtypes clients' will have,
+        so that the first rollout does not wait for it (as the host loop does)."""
+        self._learn = self._learn.lower(self.carry["agent_state"], self.carry.get("replay"),
+                                        rollout, self._key).compile()
 
     def add(self, index: int, episode: FinishedEpisode, skip: int = 0) -> None:
         """Finished episode number `index` (its place in the experience log) to learn from,
         less its first `skip` steps (learned before a restart)."""
+        with self._queued_lock:
+            self.queued_steps += len(episode.actions) - skip
         self._episodes.put((index, episode, skip))
+
+    @property
+    def behind(self) -> bool:
+        """Whether a rollout's worth of steps waits for the learner to take it in (the
+        server then holds its clients back, as the host loop's fixed staleness does)."""
+        return (self.queued_steps > self.fns.rollout_steps * self.fns.num_envs
+                and self.error is None and not self.status.done and self._thread.is_alive())
 
     def start(self) -> None:
         self._thread.start()
@@ -154,6 +184,8 @@ class ClientLearner:
         """Put an episode's steps (from step `skip`) in its lane."""
         status, lane = self.status, episode.lane % len(self._lanes)
         rows = episode_steps(episode)[skip:]
+        with self._queued_lock:
+            self.queued_steps -= len(rows)
         if index >= status.next_episode:  # not counted before a restart
             status.episodes += 1
             status.recent_returns.append(float(episode.rewards.sum()))

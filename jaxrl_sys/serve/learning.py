@@ -20,7 +20,7 @@ from jaxrl_sys.runtime.metrics import RunLogger
 from jaxrl_sys.runtime.run_spec import ResolvedRun, read_run_record
 from jaxrl_sys.serve.episodes import FinishedEpisode
 from jaxrl_sys.serve.experience_log import ExperienceLog
-from jaxrl_sys.serve.learner import ClientLearner, LearnerStatus
+from jaxrl_sys.serve.learner import ClientLearner, LearnerStatus, example_rollout
 from jaxrl_sys.serve.loading import ServeError, build_program
 from jaxrl_sys.serve.program import PolicyProgram, ServedRun, action_description
 
@@ -102,6 +102,7 @@ def learning_run(resolved: ResolvedRun, agent: Any, program: PolicyProgram, run_
                             on_update=lambda *_: None, carry=carry)
     if status is not None:
         learner.status = status
+    learner.compile(example_rollout(program, fns.rollout_steps, fns.num_envs))
     log = ExperienceLog(run_dir)
     # what the log holds that the checkpoint had not learned from (all of it without one)
     start = min((first for first, _ in learner.status.lanes), default=0)

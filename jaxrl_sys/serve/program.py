@@ -148,12 +148,14 @@ class PolicyProgram:
                                self.row_memory)
         self.manifest = Manifest(shapes, dtypes, tuple(used))
         self._act = jax.jit(self._act_on_leaves)
-        _, _, extras = jax.eval_shape(
+        action, _, extras = jax.eval_shape(
             self._act_on_leaves, [jax.ShapeDtypeStruct(shapes[i], dtypes[i]) for i in used],
             self.row_memory, jax.ShapeDtypeStruct((1, *self.obs_shape), self.obs_dtype),
             jax.ShapeDtypeStruct((1,), bool), jax.random.PRNGKey(0),
             jax.ShapeDtypeStruct((), jnp.int32), jax.ShapeDtypeStruct((1,), jnp.int32))
-        # what each step records besides the action (log-probs): name -> (row shape, dtype)
+        # one action's shape and dtype, and what each step records besides the action
+        # (log-probs): name -> (row shape, dtype)
+        self.action = (tuple(action.shape[1:]), str(action.dtype))
         self.extras = {k: (tuple(v.shape[1:]), str(v.dtype)) for k, v in extras.items()}
 
     @property

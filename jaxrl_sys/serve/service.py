@@ -3,6 +3,7 @@ parameters it publishes to local-inference clients."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import threading
 from typing import Any, Callable, Optional
@@ -119,6 +120,12 @@ class PolicyService:
         """Open an episode."""
         return self.episodes.start(episode_id)
 
+    async def keep_pace(self) -> None:
+        """Hold a request back while the learner is behind (a learning server), so that
+        clients act with parameters at most about a rollout old."""
+        while self.learner is not None and self.learner.behind:
+            await asyncio.sleep(0.005)
+
     async def act(self, episode_id: str, obs: np.ndarray) -> np.ndarray:
         """The policy's action on `obs` in episode `episode_id` (batched with concurrent
         requests); the episode's memory moves on."""
@@ -127,6 +134,7 @@ class PolicyService:
             raise RequestError(409, f"episode {episode_id!r} already has an act request waiting")
         episode.busy = True
         try:
+            await self.keep_pace()
             action, extras, memory = await self.batcher.submit(
                 (obs, episode.starts, episode.memory, episode.lane))
         finally:
