@@ -501,6 +501,36 @@ def test_a_killed_learning_server_keeps_every_step_it_acknowledged(tmp_path):
         server.wait(timeout=60)
 
 
+@pytest.mark.slow
+def test_a_diverging_learner_stops_the_server_with_exit_1_keeping_the_last_good_checkpoint(
+        tmp_path):
+    from jaxrl_sys.client import PolicyClient, ServerError
+
+    server, address = start_server("--learn", "--agent", "dqn", "--env", "gymnasium:CartPole-v1",
+                                   "--run-root", str(tmp_path), "--checkpoint-every", "1",
+                                   "--set", "learning_rate=1e30", "--set", "learning_starts=256")
+    rng = np.random.default_rng(0)
+    try:
+        client = PolicyClient(address)
+        deadline = time.monotonic() + 120
+        while server.poll() is None and time.monotonic() < deadline:
+            episode = client.start_episode()
+            for _ in range(20):
+                client.get_action(episode, rng.normal(0, 0.1, 4))
+            client.end_episode(episode, rng.normal(0, 0.1, 4))
+    except (httpx.HTTPError, ServerError):
+        pass  # the server went away under the client
+    output = server.communicate(timeout=60)[0]
+    assert server.returncode == 1, output
+    last = output.strip().splitlines()[-1]
+    assert last.startswith("error: the learner's state went non-finite in update "), last
+    (run_dir,) = tmp_path.iterdir()
+    assert last.endswith(f"continue with jaxrl-serve {run_dir} --learn"), last
+    failed = int(last.split("in update ")[1].split(";")[0])
+    saved = sorted(int(p.name) for p in (run_dir / "checkpoints").iterdir() if p.name.isdigit())
+    assert saved and saved[-1] == failed - 1  # the last good update's, none after
+
+
 @pytest.mark.parametrize("args, words", [
     (["--host", "0.0.0.0"], "give a token"),
     (["--max-batch", "0"], "--max-batch must be >= 1"),

@@ -16,6 +16,8 @@ import ipaddress
 import os
 import signal
 import socket
+import threading
+import time
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -128,7 +130,8 @@ def serve(args: argparse.Namespace) -> int:
 
 def run_server(service, sock: socket.socket, what: str) -> int:
     """Serve `service` on `sock` after printing `what` and the address, until SIGINT (exit
-    code 130) or SIGTERM (0), each a graceful shutdown."""
+    code 130) or SIGTERM (0), each a graceful shutdown, or a learning server's learner fails
+    (the caller raises its error)."""
     import uvicorn
 
     from jaxrl_sys.serve.app import build_app
@@ -156,6 +159,14 @@ def run_server(service, sock: socket.socket, what: str) -> int:
     print(f"{what} at http://{host}:{port}", flush=True)
     server = Server(uvicorn.Config(build_app(service), log_level="warning", access_log=False,
                                    timeout_graceful_shutdown=5))
+    if service.learner is not None:
+        def watch() -> None:
+            while not server.should_exit:
+                if service.learner.error is not None:
+                    server.should_exit = True
+                time.sleep(0.2)
+
+        threading.Thread(target=watch, name="jaxrl-serve-watch", daemon=True).start()
     server.run(sockets=[sock])
     return 130 if server.stopped_by == signal.SIGINT else 0
 
@@ -164,6 +175,8 @@ def serve_learning(args: argparse.Namespace, settings) -> int:
     """`--learn`: a new run from --agent and --env, or RUN_DIR continued."""
     from jaxrl_sys import agents, envs
     from jaxrl_sys.runtime.devices import enable_compile_cache, request_devices
+    from jaxrl_sys.runtime.driver import NonFiniteError
+    from jaxrl_sys.runtime.session import TrainingStopped
     from jaxrl_sys.runtime.metrics import make_run_dir
     from jaxrl_sys.runtime.run_spec import RunSpec, resolve, save_run_file
     from jaxrl_sys.runtime.session import open_run
@@ -211,8 +224,12 @@ def serve_learning(args: argparse.Namespace, settings) -> int:
                                          f"{resolved.env_name} from clients, run dir {run_dir},")
     finally:
         learning.close()
-    if learning.learner.error is not None:
-        raise learning.learner.error
+    error = learning.learner.error
+    if isinstance(error, NonFiniteError):
+        raise TrainingStopped(f"{error}; the last good checkpoint is kept: continue with "
+                              f"jaxrl-serve {run_dir} --learn") from None
+    if error is not None:
+        raise error
     return code
 
 
@@ -221,8 +238,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from jaxrl_sys.runtime.session import USER_ERRORS
     from jaxrl_sys.serve.loading import ServeError
 
+    from jaxrl_sys.runtime.session import TrainingStopped
+
     return guarded(lambda: serve(build_parser().parse_args(argv)),
-                   USER_ERRORS + agents.USER_ERRORS + envs.USER_ERRORS + (ServeError,))
+                   USER_ERRORS + agents.USER_ERRORS + envs.USER_ERRORS + (ServeError,),
+                   faults=(TrainingStopped,))
 
 
 def entry() -> None:

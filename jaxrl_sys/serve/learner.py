@@ -19,6 +19,8 @@ import jax
 import numpy as np
 
 from jaxrl_sys.core.types import HostFns, PyTree, Rollout
+from jaxrl_sys.runtime.driver import NonFiniteError
+from jaxrl_sys.runtime.execution import all_finite
 from jaxrl_sys.runtime.host.learner import learn_fn
 from jaxrl_sys.runtime.host.loop import initial_carry
 from jaxrl_sys.runtime.host.placement import HostLayout, place_host
@@ -125,6 +127,7 @@ class ClientLearner:
         placement = place_host(HostLayout(fns.num_envs))
         self.carry = carry if carry is not None else initial_carry(fns, seed, placement)
         self._learn = learn_fn(fns, placement)
+        self._finite = jax.jit(all_finite)
         self._key = jax.random.split(jax.random.PRNGKey(seed), 3)[2]
         self._lanes: list[list[dict]] = [[] for _ in range(fns.num_envs)]
         # per lane, the episodes its waiting steps come from: [index, first step, count]
@@ -177,7 +180,7 @@ class ClientLearner:
                     self._update()
                     if self.status.done:
                         break
-        except BaseException as error:  # the server reports it; serving goes on
+        except BaseException as error:  # the server stops on it (exit code 1)
             self.error = error
 
     def _take(self, index: int, episode: FinishedEpisode, skip: int) -> None:
@@ -220,6 +223,9 @@ class ClientLearner:
         key = jax.random.fold_in(self._key, self.status.updates)
         agent_state, replay, metrics = self._learn(self.carry["agent_state"],
                                                    self.carry.get("replay"), rollout, key)
+        if not bool(self._finite(agent_state)):  # stop; the last checkpoint stays the last good
+            raise NonFiniteError(f"the learner's state went non-finite in update "
+                                 f"{self.status.updates + 1}")
         self.carry = {"agent_state": agent_state} if replay is None else \
             {"agent_state": agent_state, "replay": replay}
         status = self.status

@@ -71,11 +71,12 @@ class LearningRun:
         self._checkpointer.save(status.updates, self.learner.carry, status.record())
 
     def close(self) -> None:
-        """Stop learning, write a last checkpoint, close the files."""
+        """Stop learning, write a last checkpoint (not after a fault: the last good one
+        stays), close the files."""
         self.learner.stop()
         if self._checkpointer is not None:
-            if self.learner.status.updates and self._checkpointer.latest_chunk() != \
-                    self.learner.status.updates:
+            if self.learner.error is None and self.learner.status.updates and \
+                    self._checkpointer.latest_chunk() != self.learner.status.updates:
                 self.save()
             self._checkpointer.close()
         if self._logger is not None:
