@@ -531,6 +531,14 @@ def test_a_diverging_learner_stops_the_server_with_exit_1_keeping_the_last_good_
     assert saved and saved[-1] == failed - 1  # the last good update's, none after
 
 
+def test_a_remote_client_imports_neither_jax_nor_the_agents():
+    code = ("import sys; from jaxrl_sys.client import PolicyClient; "
+            "print(sorted(m for m in ('jax', 'jaxrl_sys.agents', 'flax') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=Path(__file__).parent)
+    assert result.returncode == 0 and result.stdout.strip() == "[]", result.stderr
+
+
 @pytest.mark.parametrize("args, words", [
     (["--host", "0.0.0.0"], "give a token"),
     (["--max-batch", "0"], "--max-batch must be >= 1"),

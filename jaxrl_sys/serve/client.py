@@ -13,12 +13,9 @@ import time
 from typing import Any, Callable, Optional
 
 import httpx
-import jax
 import numpy as np
 
 from jaxrl_sys.serve import codec
-from jaxrl_sys.serve.loading import rebuilt_program
-from jaxrl_sys.serve.program import Manifest
 
 INFERENCE = ("remote", "local")
 
@@ -56,14 +53,15 @@ class PolicyClient:
         token: the server's token, if it has one.
         binary: msgpack bodies (raw array bytes) instead of JSON.
         timeout: seconds a request may take.
-        catalog: (load_agent, registry) to rebuild the policy with for local inference
-            (`jaxrl_sys.client.PolicyClient` passes this package's).
+        catalog: a function giving (load_agent, registry) to rebuild the policy with for local
+            inference (`jaxrl_sys.client.PolicyClient` passes this package's). A remote
+            client imports neither JAX nor the agents.
         flush_steps: steps a local-inference episode sends to the server at once.
     """
 
     def __init__(self, address: str, *, inference: str = "remote", update_interval: float = 10.0,
                  token: Optional[str] = None, binary: bool = True, timeout: float = 30.0,
-                 catalog: Optional[tuple[Callable[[str], Any], Any]] = None,
+                 catalog: Optional[Callable[[], tuple[Callable[[str], Any], Any]]] = None,
                  flush_steps: int = 256, seed: int = 0):
         if inference not in INFERENCE:
             raise ValueError(f"inference must be one of {INFERENCE}, got {inference!r}")
@@ -82,7 +80,14 @@ class PolicyClient:
             if catalog is None:
                 raise ValueError("local inference needs the agents and envs to rebuild the "
                                  "policy: use jaxrl_sys.client.PolicyClient")
-            load_agent, registry = catalog
+            # local inference only: JAX and the agents (a remote client needs neither)
+            import jax
+
+            from jaxrl_sys.serve.loading import rebuilt_program
+            from jaxrl_sys.serve.program import Manifest
+
+            self._jax = jax
+            load_agent, registry = catalog()
             self._program = rebuilt_program(self.info["record"],
                                             Manifest.from_dict(self.info["manifest"]),
                                             load_agent, registry, max_batch=1,
@@ -135,7 +140,7 @@ class PolicyClient:
         episode = self._local(episode_id)
         if time.monotonic() - self._refreshed >= self.update_interval:
             self.update_policy_weights()
-        key = jax.random.fold_in(self._key, self._steps)
+        key = self._jax.random.fold_in(self._key, self._steps)
         actions, extras, memory = self._program.act(
             self._leaves, obs[None], np.asarray([episode.starts]), [episode.memory], key,
             self._server_steps + self._steps, np.asarray([episode.lane]))
@@ -192,7 +197,8 @@ class PolicyClient:
         answer = self._request("GET", "/v1/params", version=str(self.version))
         if answer is None:
             return False
-        self._leaves = [jax.device_put(codec.unpack_array(x, "leaf")) for x in answer["leaves"]]
+        self._leaves = [self._jax.device_put(codec.unpack_array(x, "leaf"))
+                        for x in answer["leaves"]]
         self.version = int(answer["version"])
         self._server_steps, self._steps = int(answer["env_steps"]), 0
         return True
