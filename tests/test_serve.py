@@ -5,6 +5,7 @@ with remote and local clients, concurrent clients, a killed client and bad flags
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import signal
 import subprocess
@@ -108,12 +109,30 @@ def test_arrays_round_trip_in_both_formats(kind):
     ({"obs": [1.0, float("nan"), 0.0, 0.0]}, 422, "NaN"),
     ({"obs": ["a", "b", "c", "d"]}, 422, "not an array of numbers"),
     ({"obs": {"dtype": "<f4", "shape": [4], "data": b"\0" * 3}}, 422, "bytes that fill it"),
+    ({"obs": {"dtype": "<f4", "shape": [float("inf")], "data": b""}}, 422, "bytes that fill it"),
+    ({"obs": [1e39, 0.0, 0.0, 0.0]}, 422, "NaN or infinity (as float32)"),  # finite as float64
+    ({"obs": [2 ** 70, 0, 0, 0]}, 422, "not an array of numbers"),
 ])
 def test_malformed_arrays_are_refused_with_one_line(payload, status, words):
     with pytest.raises(RequestError) as caught:
         codec.array_field(payload, "obs", (4,), "float32")
     assert caught.value.status == status and words in caught.value.message
     assert "\n" not in caught.value.message
+
+
+@pytest.mark.parametrize("payload, words", [
+    ({"action": 2 ** 32}, "not whole numbers within int32's range"),  # would wrap to 0
+])
+def test_integers_that_do_not_fit_are_refused(payload, words):
+    with pytest.raises(RequestError, match=words):
+        codec.array_field(payload, "action", (), "int32")
+
+
+@pytest.mark.parametrize("reward", [1e300, 2 ** 200, float("nan"), True, "1"])
+def test_rewards_are_numbers_of_bounded_magnitude(reward):
+    with pytest.raises(RequestError, match="magnitude at most") as caught:
+        codec.number_field({"reward": reward}, "reward")
+    assert caught.value.status == 422
 
 
 def test_malformed_bodies_and_types_are_refused():
@@ -196,6 +215,8 @@ def test_an_episode_becomes_aligned_rollout_rows():
     assert [float(r["next_obs"][0]) for r in rows] == [1.0, 2.0, 3.0]  # the final obs last
     assert [bool(r["terminated"]) for r in rows] == [False, False, True]
     assert not any(r["truncated"] for r in rows)
+    unseen = dataclasses.replace(finished(0, 3, terminated=True), final_obs=None)
+    assert [bool(r["terminated"]) for r in episode_steps(unseen)] == [False, False, True]
     cut = episode_steps(finished(0, 2, terminated=False))
     assert [bool(r["truncated"]) for r in cut] == [False, True] and not cut[1]["terminated"]
     rollout = rollout_of([episode_steps(finished(0, 3, True)),
@@ -240,6 +261,41 @@ def test_the_learner_updates_once_every_lane_holds_a_rollout():
     assert learner.status.lanes == [[1, 2], [3, 5]] and learner.status.steps_waiting == 5
     assert learner.status.unlearned(0, 0) is None and learner.status.unlearned(1, 0) == 2
     assert learner.status.unlearned(2, 1) is None and learner.status.unlearned(4, 0) == 0
+
+
+def test_after_a_restart_an_emptied_lane_points_past_the_episodes_it_has_taken():
+    """Restored with next_episode 10 and both lanes at episode 3, the replayed episodes 3 and
+    4 fill one rollout; the emptied lanes then point at episode 5, so a checkpoint now keeps
+    episodes 5-9 (still queued, or in the log) for the next restart."""
+    from jaxrl_sys.core.types import HostFns
+    from jaxrl_sys.serve.learner import LearnerStatus
+
+    fns = HostFns(init=lambda key: (jnp.int32(0), None), actor_params=lambda s: s, act=None,
+                  learn=lambda state, replay, rollout, key: (state + 1, replay, {}),
+                  num_envs=2, rollout_steps=4)
+    seen = []
+    learner = ClientLearner(fns, seed=0, total_steps=1000,
+                            on_update=lambda carry, metrics, status: seen.append(
+                                [list(lane) for lane in status.lanes]))
+    learner.status = LearnerStatus(next_episode=10, lanes=[[3, 0], [3, 0]])
+    learner.add(3, finished(0, 4, True))
+    learner.add(4, finished(1, 4, True))
+    learner.start()
+    deadline = time.monotonic() + 30
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.05)
+    learner.stop()
+    assert seen == [[[5, 0], [5, 0]]]
+    assert learner.status.unlearned(5, 0) == 0 and learner.status.unlearned(4, 1) is None
+    assert learner.status.episodes == 0  # both counted before the restart
+
+
+def test_an_episode_with_a_request_under_way_cannot_end():
+    table = EpisodeTable(lambda: None, timeout=10.0, max_episodes=4)
+    table.start("a").busy = True
+    with pytest.raises(RequestError, match="request under way") as caught:
+        table.end("a", None, terminated=True)
+    assert caught.value.status == 409 and "a" in table.open
 
 
 def test_the_experience_log_keeps_whole_records_only(tmp_path):

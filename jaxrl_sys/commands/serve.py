@@ -174,6 +174,7 @@ def run_server(service, sock: socket.socket, what: str) -> int:
 def serve_learning(args: argparse.Namespace, settings) -> int:
     """`--learn`: a new run from --agent and --env, or RUN_DIR continued."""
     from jaxrl_sys import agents, envs
+    from jaxrl_sys.runtime.checkpoint import Checkpointer
     from jaxrl_sys.runtime.devices import enable_compile_cache, request_devices
     from jaxrl_sys.runtime.driver import NonFiniteError
     from jaxrl_sys.runtime.session import TrainingStopped
@@ -194,8 +195,16 @@ def serve_learning(args: argparse.Namespace, settings) -> int:
         saved = open_run(args.run_dir, agents.load, envs)
         resolved, agent, run_dir = saved.resolved, saved.agent, Path(args.run_dir)
         program = learning_program(resolved, agent, settings.max_batch)
-        if (run_dir / "checkpoints").is_dir():
+        checkpointer = Checkpointer(run_dir, create=False) if (run_dir / "checkpoints").is_dir() \
+            else None
+        saved_at = checkpointer.latest_chunk() if checkpointer is not None else None
+        if checkpointer is not None:
+            checkpointer.close()
+        if saved_at is not None:  # else: killed before its first checkpoint, the log replays
             carry, record = saved.restore()
+            if "next_episode" not in record:
+                raise UsageError(f"{run_dir} was not trained by jaxrl-serve --learn (its "
+                                 "checkpoints do not say what clients' episodes they learned)")
             status = LearnerStatus.from_record(record)
     else:
         if args.agent is None or args.env is None:

@@ -125,26 +125,23 @@ def build_app(service: PolicyService) -> Starlette:
         episode = service.start(codec.text_field(payload, "episode_id", required=False))
         return {"episode_id": episode.episode_id, "lane": episode.lane}
 
-    def earned(request, payload):
-        """A reward earned since the last action, sent along with the next request."""
-        if "reward" in payload:
-            service.log_returns(request.path_params["episode_id"],
-                                codec.number_field(payload, "reward"))
+    def earned(payload) -> float:
+        """A reward earned since the last action, sent along with the next request (0 when
+        none is); the service credits it once the request is accepted."""
+        return codec.number_field(payload, "reward", default=0.0)
 
     async def act(request, payload, kind):
         started = time.perf_counter()
-        obs = obs_of(payload)
-        earned(request, payload)
-        action = await service.act(request.path_params["episode_id"], obs)
+        action = await service.act(request.path_params["episode_id"], obs_of(payload),
+                                   earned(payload))
         service.stats.act_done(time.perf_counter() - started)
         return {"action": codec.pack_array(action, kind)}
 
     async def log_action(request, payload, kind):
         action = codec.array_field(payload, "action", served.action_shape,
                                    "int32" if served.discrete else "float32")
-        obs = obs_of(payload)
-        earned(request, payload)
-        service.log_action(request.path_params["episode_id"], obs, action)
+        service.log_action(request.path_params["episode_id"], obs_of(payload), action,
+                           earned(payload))
         return {}
 
     async def log_steps(request, payload, kind):
@@ -161,8 +158,7 @@ def build_app(service: PolicyService) -> Starlette:
             raise RequestError(422, f"extras: expected {sorted(service.program.extras)}")
         extras = {name: codec.array_field(given, name, (steps, *shape), dtype)
                   for name, (shape, dtype) in service.program.extras.items()}
-        await service.keep_pace()
-        service.log_steps(request.path_params["episode_id"], obs, actions, rewards, extras)
+        await service.log_steps(request.path_params["episode_id"], obs, actions, rewards, extras)
         return {}
 
     async def log_returns(request, payload, kind):
@@ -175,8 +171,8 @@ def build_app(service: PolicyService) -> Starlette:
         terminated = payload.get("terminated", True)
         if not isinstance(terminated, bool):
             raise RequestError(422, "terminated: expected true or false")
-        earned(request, payload)
-        episode = service.end(request.path_params["episode_id"], final, terminated)
+        episode = service.end(request.path_params["episode_id"], final, terminated,
+                              earned(payload))
         return {"return": episode.total_reward, "length": episode.length}
 
     async def not_found(request: Request, exc: Exception) -> Response:

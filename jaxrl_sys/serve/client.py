@@ -18,6 +18,7 @@ import numpy as np
 from jaxrl_sys.serve import codec
 
 INFERENCE = ("remote", "local")
+MAX_STEPS_PER_REQUEST = 4096  # the server's limit on one log_steps request
 
 
 class ServerError(Exception):
@@ -65,14 +66,23 @@ class PolicyClient:
                  flush_steps: int = 256, seed: int = 0):
         if inference not in INFERENCE:
             raise ValueError(f"inference must be one of {INFERENCE}, got {inference!r}")
+        if not 1 <= flush_steps <= MAX_STEPS_PER_REQUEST:
+            raise ValueError(f"flush_steps must be in 1..{MAX_STEPS_PER_REQUEST}, got {flush_steps}")
         headers = {"authorization": f"Bearer {token}"} if token else {}
         self.kind = codec.MSGPACK if binary else codec.JSON
         headers["content-type"] = self.kind
         self._http = httpx.Client(base_url=address.rstrip("/"), headers=headers, timeout=timeout)
         self.inference = inference
         self.update_interval = update_interval
-        self.flush_steps = flush_steps
         self.info = self._request("GET", "/v1/policy")
+        # steps per log_steps request: within the server's body limit, with room for the
+        # encoding (JSON spells a float32 in up to about 16 characters)
+        step_bytes = 4 * (int(np.prod(self.info["obs_shape"])) + 1 +
+                          int(np.prod(self.info["action_shape"] or [1])) +
+                          sum(int(np.prod(shape or [1])) for shape, _ in
+                              self.info["extras"].values()))
+        room = self.info["max_body"] // (step_bytes * (2 if binary else 5))
+        self.flush_steps = max(1, min(flush_steps, room))
         self._episodes: dict[str, LocalEpisode] = {}
         self._unsent: dict[str, float] = {}  # remote: rewards to send with the next request
         self._program = None
@@ -134,8 +144,9 @@ class PolicyClient:
         if self._program is None:
             payload = {"obs": codec.pack_array(obs, self.kind)}
             if episode_id in self._unsent:
-                payload["reward"] = self._unsent.pop(episode_id)
+                payload["reward"] = self._unsent[episode_id]
             answer = self._request("POST", f"/v1/episodes/{episode_id}/act", payload)
+            self._unsent.pop(episode_id, None)  # credited (a refused request keeps it)
             return self._action_value(codec.unpack_array(answer["action"], "action"))
         episode = self._local(episode_id)
         if time.monotonic() - self._refreshed >= self.update_interval:
@@ -157,8 +168,9 @@ class PolicyClient:
             payload = {"obs": codec.pack_array(obs, self.kind),
                        "action": codec.pack_array(action, self.kind)}
             if episode_id in self._unsent:
-                payload["reward"] = self._unsent.pop(episode_id)
+                payload["reward"] = self._unsent[episode_id]
             self._request("POST", f"/v1/episodes/{episode_id}/log_action", payload)
+            self._unsent.pop(episode_id, None)
         elif self._program.extras:
             raise ServerError(422, "log_action: this learner needs what its own policy records; "
                                    "only an off-policy learner takes the application's actions")
@@ -186,10 +198,12 @@ class PolicyClient:
             del self._episodes[episode_id]
         payload: dict = {"terminated": bool(terminated)}
         if episode_id in self._unsent:
-            payload["reward"] = self._unsent.pop(episode_id)
+            payload["reward"] = self._unsent[episode_id]
         if observation is not None:
             payload["obs"] = codec.pack_array(self._obs(observation), self.kind)
-        return self._request("POST", f"/v1/episodes/{episode_id}/end", payload)
+        answer = self._request("POST", f"/v1/episodes/{episode_id}/end", payload)
+        self._unsent.pop(episode_id, None)
+        return answer
 
     def update_policy_weights(self) -> bool:
         """Fetch the server's parameters if they changed (local inference); whether they did."""

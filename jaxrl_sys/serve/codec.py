@@ -12,6 +12,7 @@ import msgspec
 import numpy as np
 
 JSON = "application/json"
+MAX_NUMBER = 1e30  # a reward's largest magnitude: sums of many stay finite in float32
 MSGPACK = "application/msgpack"
 
 
@@ -71,12 +72,12 @@ def unpack_array(value: Any, name: str) -> np.ndarray:
             if dtype.kind not in "biuf" or not isinstance(data, (bytes, bytearray)):
                 raise ValueError(dtype)
             return np.frombuffer(data, dtype).reshape(shape)
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):
             raise RequestError(422, f"{name}: a packed array needs a numeric dtype, a shape and "
                                     "bytes that fill it") from None
     try:
         array = np.asarray(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise RequestError(422, f"{name}: not an array of numbers") from None
     if array.dtype.kind not in "biuf":
         raise RequestError(422, f"{name}: not an array of numbers")
@@ -91,21 +92,31 @@ def array_field(payload: dict[str, Any], name: str, shape: Sequence[int],
     array = unpack_array(payload[name], name)
     if array.shape != tuple(shape):
         raise RequestError(422, f"{name}: shape {list(array.shape)}, expected {list(shape)}")
-    if array.dtype.kind == "f" and not np.isfinite(array).all():
-        raise RequestError(422, f"{name}: contains NaN or infinity")
-    return array.astype(dtype, copy=False)
+    with np.errstate(over="ignore", invalid="ignore"):
+        cast = array.astype(dtype, copy=False)
+    if cast.dtype.kind == "f" and not np.isfinite(cast).all():
+        raise RequestError(422, f"{name}: contains NaN or infinity (as {cast.dtype})")
+    if cast.dtype.kind in "iu" and not np.array_equal(cast, array):
+        raise RequestError(422, f"{name}: not whole numbers within {cast.dtype}'s range")
+    return cast
 
 
 def number_field(payload: dict[str, Any], name: str, default: Optional[float] = None) -> float:
-    """The field `name` as a finite number (`default` when absent and one is given)."""
+    """The field `name` as a number of magnitude at most `MAX_NUMBER` (`default` when absent
+    and one is given)."""
     if name not in payload:
         if default is None:
             raise RequestError(422, f"missing field {name!r}")
         return default
     value = payload[name]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
-        raise RequestError(422, f"{name}: expected a finite number, got {value!r}")
-    return float(value)
+    try:
+        number = float(value) if isinstance(value, (int, float)) and not isinstance(
+            value, bool) else None
+    except OverflowError:
+        number = None
+    if number is None or not abs(number) <= MAX_NUMBER:
+        raise RequestError(422, f"{name}: expected a number of magnitude at most {MAX_NUMBER:g}")
+    return number
 
 
 def text_field(payload: dict[str, Any], name: str, required: bool = True) -> Optional[str]:

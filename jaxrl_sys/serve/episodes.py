@@ -80,9 +80,11 @@ class EpisodeTable:
 
     def __init__(self, initial_memory: Callable[[], Any], timeout: float, max_episodes: int,
                  sink: Optional[Callable[[FinishedEpisode], None]] = None,
-                 clock: Callable[[], float] = time.monotonic, lanes: int = 1):
+                 clock: Callable[[], float] = time.monotonic, lanes: int = 1,
+                 lane_for: Optional[Callable[[], int]] = None):
         self.initial_memory = initial_memory
         self.lanes = lanes
+        self.lane_for = lane_for  # the lane a new episode goes to (default: in turn)
         self.timeout = timeout
         self.max_episodes = max_episodes
         self.sink = sink
@@ -98,8 +100,8 @@ class EpisodeTable:
             raise RequestError(409, f"episode {episode_id!r} is already open")
         if len(self.open) >= self.max_episodes:
             raise RequestError(429, f"{self.max_episodes} episodes are open: end some first")
-        episode = Episode(episode_id, self.initial_memory(), self.clock(),
-                          lane=self.started % self.lanes)
+        lane = self.lane_for() if self.lane_for is not None else self.started % self.lanes
+        episode = Episode(episode_id, self.initial_memory(), self.clock(), lane=lane)
         self.open[episode_id] = episode
         self.started += 1
         return episode
@@ -116,6 +118,8 @@ class EpisodeTable:
     def end(self, episode_id: str, final_obs: Optional[np.ndarray], terminated: bool) -> Episode:
         """Close `episode_id` and hand its experience to the sink."""
         episode = self.get(episode_id)
+        if episode.busy:
+            raise RequestError(409, f"episode {episode_id!r} has a request under way")
         del self.open[episode_id]
         self.ended += 1
         if self.sink is not None and episode.length:

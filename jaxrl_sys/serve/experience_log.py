@@ -1,7 +1,9 @@
 """The episodes a learning server has acknowledged, on disk before the acknowledgement.
 
 An append-only file of records (an 8-byte length, then the episode in msgpack), each written
-and fsynced before the `end` (or `log_steps`) request that finished the episode is answered.
+and fsynced before the `end` request that finished the episode is answered. (Steps of an
+episode that never ends, `log_steps`' included, are not acknowledged experience: an episode
+is learned from once it ends.)
 After a crash the learner's last checkpoint says which logged steps it had learned from, and
 the rest are fed to it again (`LearnerStatus.unlearned`), so no acknowledged step is lost. A
 record cut short by the crash was never acknowledged and is ignored.

@@ -30,14 +30,14 @@ from jaxrl_sys.serve.program import PolicyProgram
 
 def episode_steps(episode: FinishedEpisode) -> list[dict]:
     """An episode's steps as rollout rows: obs, action, reward, terminated, truncated,
-    next_obs and extras per step. Without a final observation the last step is truncated and
-    bootstraps from its own observation."""
+    next_obs and extras per step. A truncated episode without a final observation bootstraps
+    its last step from that step's own observation."""
     obs = episode.observations
     final = episode.final_obs if episode.final_obs is not None else obs[-1]
     next_obs = np.concatenate([obs[1:], final[None].astype(obs.dtype)])
     steps = len(obs)
     ended = np.arange(steps) == steps - 1
-    terminated = ended & (episode.terminated and episode.final_obs is not None)
+    terminated = ended & episode.terminated  # its next observation is never used
     truncated = ended & ~terminated
     return [{"obs": obs[t], "action": episode.actions[t], "reward": episode.rewards[t],
              "terminated": terminated[t], "truncated": truncated[t], "next_obs": next_obs[t],
@@ -138,7 +138,9 @@ class ClientLearner:
         self.status = LearnerStatus(lanes=[[0, 0] for _ in range(fns.num_envs)])
         self.error: Optional[BaseException] = None
         self.queued_steps = 0  # in episodes added but not yet put in lanes
+        self._queued_by_lane = [0] * fns.num_envs
         self._queued_lock = threading.Lock()
+        self._taken = 0  # the index after the last episode put in a lane (they come in order)
 
     def compile(self, rollout: Rollout) -> None:
         """Compile the update now, on a rollout of the shapes and dtypes clients' will have,
@@ -151,7 +153,13 @@ class ClientLearner:
         less its first `skip` steps (learned before a restart)."""
         with self._queued_lock:
             self.queued_steps += len(episode.actions) - skip
+            self._queued_by_lane[episode.lane % len(self._lanes)] += len(episode.actions) - skip
         self._episodes.put((index, episode, skip))
+
+    def lane_backlog(self) -> list[int]:
+        """Steps per lane not yet learned (waiting in it or queued for it)."""
+        with self._queued_lock:
+            return [len(lane) + queued for lane, queued in zip(self._lanes, self._queued_by_lane)]
 
     @property
     def behind(self) -> bool:
@@ -163,10 +171,13 @@ class ClientLearner:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
-        """Stop after the update under way."""
+    def stop(self) -> bool:
+        """Stop after the update under way; whether the thread has stopped (it has not when
+        an update outlasts a minute)."""
         self._stop.set()
-        self._thread.join(timeout=60)
+        if self._thread.is_alive():
+            self._thread.join(timeout=60)
+        return not self._thread.is_alive()
 
     def _run(self) -> None:
         try:
@@ -189,6 +200,8 @@ class ClientLearner:
         rows = episode_steps(episode)[skip:]
         with self._queued_lock:
             self.queued_steps -= len(rows)
+            self._queued_by_lane[lane] -= len(rows)
+        self._taken = index + 1
         if index >= status.next_episode:  # not counted before a restart
             status.episodes += 1
             status.recent_returns.append(float(episode.rewards.sum()))
@@ -201,7 +214,7 @@ class ClientLearner:
 
     def _mark_lanes(self) -> None:
         """`status.lanes` from the segments."""
-        self.status.lanes = [[seg[0][0], seg[0][1]] if seg else [self.status.next_episode, 0]
+        self.status.lanes = [[seg[0][0], seg[0][1]] if seg else [self._taken, 0]
                              for seg in self._segments]
 
     def _update(self) -> None:

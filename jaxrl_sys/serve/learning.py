@@ -41,8 +41,9 @@ class LearningRun:
 
     def add(self, episode: FinishedEpisode) -> None:
         """The server's sink: an ended episode, on disk before the server answers, then to
-        the learner."""
-        self.learner.add(self.log.append(episode), episode)
+        the learner (nothing once it has learned its budget)."""
+        if not self.learner.status.done:
+            self.learner.add(self.log.append(episode), episode)
 
     def attach(self, service: Any) -> None:
         """Publish every update's actor parameters to `service`, log and checkpoint."""
@@ -73,9 +74,9 @@ class LearningRun:
     def close(self) -> None:
         """Stop learning, write a last checkpoint (not after a fault: the last good one
         stays), close the files."""
-        self.learner.stop()
+        stopped = self.learner.stop()
         if self._checkpointer is not None:
-            if self.learner.error is None and self.learner.status.updates and \
+            if stopped and self.learner.error is None and self.learner.status.updates and \
                     self._checkpointer.latest_chunk() != self.learner.status.updates:
                 self.save()
             self._checkpointer.close()

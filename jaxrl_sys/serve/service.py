@@ -63,7 +63,8 @@ class PolicyService:
         self.learning = sink is not None
         self.stats = ServerStats()
         self.episodes = EpisodeTable(lambda: self.program.row_memory, settings.episode_timeout,
-                                     settings.max_episodes, sink, lanes=lanes)
+                                     settings.max_episodes, sink, lanes=lanes,
+                                     lane_for=self._next_lane)
         self.env_steps = 0  # actions taken so far (the exploration schedule's clock)
         self.learner = None  # a learning server's ClientLearner (its status in the metrics)
         self.batcher = Batcher(self._run_batch, settings.max_batch, settings.window_ms / 1e3)
@@ -72,6 +73,17 @@ class PolicyService:
         self._lock = threading.Lock()  # leaves and version change together
         self._leaves = served.leaves
         self.version = 0
+
+    def _next_lane(self) -> int:
+        """A new episode's lane: in turn, or for a learner the lane with the fewest steps
+        waiting, queued or in open episodes, so that lanes fill evenly and none runs far
+        ahead of the others (its steps would wait, growing stale)."""
+        if self.learner is None:
+            return self.episodes.started % self.episodes.lanes
+        backlog = self.learner.lane_backlog()
+        for episode in self.episodes.open.values():
+            backlog[episode.lane] += episode.length + 1
+        return int(np.argmin(backlog))
 
     def publish(self, leaves: list) -> int:
         """New parameters (a learner's): the next batch acts with them; their version."""
@@ -98,7 +110,8 @@ class PolicyService:
                 "learning": self.learning,
                 "extras": {k: [list(shape), dtype] for k, (shape, dtype) in
                            self.program.extras.items()},
-                "episode_timeout": self.settings.episode_timeout}
+                "episode_timeout": self.settings.episode_timeout,
+                "max_body": self.settings.max_body}
 
     def _run_batch(self, items: list) -> list:
         """One device call on the gathered requests [(obs, starts, memory, lane)]."""
@@ -109,10 +122,12 @@ class PolicyService:
         obs = np.stack([item[0] for item in items])
         starts = np.asarray([item[1] for item in items], bool)
         lanes = np.asarray([item[3] for item in items], np.int32)
+        with self._lock:
+            env_steps = self.env_steps
+            self.env_steps += len(items)
         actions, extras, memory = self.program.act(leaves, obs, starts,
                                                    [item[2] for item in items], key,
-                                                   self.env_steps, lanes)
-        self.env_steps += len(items)
+                                                   env_steps, lanes)
         self.stats.batch(len(items))
         return list(zip(actions, extras, memory))
 
@@ -126,13 +141,20 @@ class PolicyService:
         while self.learner is not None and self.learner.behind:
             await asyncio.sleep(0.005)
 
-    async def act(self, episode_id: str, obs: np.ndarray) -> np.ndarray:
-        """The policy's action on `obs` in episode `episode_id` (batched with concurrent
-        requests); the episode's memory moves on."""
+    def _claim(self, episode_id: str) -> Episode:
+        """The episode, marked busy (one request at a time; a busy episode never expires)."""
         episode = self.episodes.get(episode_id)
         if episode.busy:
-            raise RequestError(409, f"episode {episode_id!r} already has an act request waiting")
+            raise RequestError(409, f"episode {episode_id!r} has a request under way")
         episode.busy = True
+        return episode
+
+    async def act(self, episode_id: str, obs: np.ndarray, reward: float = 0.0) -> np.ndarray:
+        """The policy's action on `obs` in episode `episode_id` (batched with concurrent
+        requests), after crediting `reward` (earned since its last action); the episode's
+        memory moves on."""
+        episode = self._claim(episode_id)
+        episode.add_reward(reward)
         try:
             await self.keep_pace()
             action, extras, memory = await self.batcher.submit(
@@ -144,8 +166,10 @@ class PolicyService:
         episode.record(obs, action, extras)
         return action
 
-    def log_action(self, episode_id: str, obs: np.ndarray, action: np.ndarray) -> None:
-        """An action the application chose itself, on `obs` (off-policy experience)."""
+    def log_action(self, episode_id: str, obs: np.ndarray, action: np.ndarray,
+                   reward: float = 0.0) -> None:
+        """An action the application chose itself, on `obs` (off-policy experience), after
+        crediting `reward` (earned since the episode's last action)."""
         served = self.served
         if self.program.extras:
             raise RequestError(422, "log_action: this learner needs what its own policy records "
@@ -154,16 +178,27 @@ class PolicyService:
         if served.discrete and not 0 <= int(action) < served.num_actions:
             raise RequestError(422, f"action: {int(action)} is not one of the "
                                     f"{served.num_actions} actions")
-        self.episodes.get(episode_id).record(obs, action)
-
-    def log_steps(self, episode_id: str, obs: np.ndarray, actions: np.ndarray,
-                  rewards: np.ndarray, extras: dict) -> None:
-        """Steps [T] a local-inference client acted on itself: observations, actions, the
-        reward after each, and what its policy recorded (`extras`, name -> [T, ...])."""
         episode = self.episodes.get(episode_id)
+        if episode.busy:
+            raise RequestError(409, f"episode {episode_id!r} has a request under way")
+        episode.add_reward(reward)
+        episode.record(obs, action)
+
+    async def log_steps(self, episode_id: str, obs: np.ndarray, actions: np.ndarray,
+                        rewards: np.ndarray, extras: dict) -> None:
+        """Steps [T] a local-inference client acted on itself: observations, actions, the
+        reward after each, and what its policy recorded (`extras`, name -> [T, ...]); held
+        back while the learner is behind."""
         if self.served.discrete and not ((0 <= actions) & (actions < self.served.num_actions)).all():
             raise RequestError(422, f"actions: not all among the {self.served.num_actions} actions")
-        self.env_steps += len(actions)
+        episode = self._claim(episode_id)
+        try:
+            await self.keep_pace()
+        finally:
+            episode.busy = False
+            episode.last_seen = self.episodes.clock()
+        with self._lock:
+            self.env_steps += len(actions)
         for t, (o, a, r) in enumerate(zip(obs, actions, rewards)):
             episode.record(o, a, {k: v[t] for k, v in extras.items()})
             episode.add_reward(float(r))
@@ -174,6 +209,11 @@ class PolicyService:
         episode.add_reward(reward)
         return episode
 
-    def end(self, episode_id: str, final_obs: Optional[np.ndarray], terminated: bool) -> Episode:
-        """Close an episode; its experience goes to the sink."""
+    def end(self, episode_id: str, final_obs: Optional[np.ndarray], terminated: bool,
+            reward: float = 0.0) -> Episode:
+        """Close an episode after crediting `reward`; its experience goes to the sink."""
+        episode = self.episodes.get(episode_id)
+        if episode.busy:
+            raise RequestError(409, f"episode {episode_id!r} has a request under way")
+        episode.add_reward(reward)
         return self.episodes.end(episode_id, final_obs, terminated)
