@@ -11,7 +11,8 @@ trained first when no run is given), then, against 127.0.0.1 on the same machine
   the parameters it fetched, sending its steps to the server in batches; actions per second.
 
 The observations are CartPole-like random vectors: the server's cost does not depend on them.
-Prints a markdown table and writes `--json`.
+The machine is noisy: remote load runs `--repeats` rounds and the table gives each figure's
+median. Prints a markdown table and writes `--json`.
 """
 
 from __future__ import annotations
@@ -148,6 +149,8 @@ def main() -> None:
     p.add_argument("run_dir", nargs="?", default=None)
     p.add_argument("--clients", type=int, default=64)
     p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--repeats", type=int, default=3,
+                   help="remote rounds; the table shows each figure's median over them")
     p.add_argument("--max-batch", type=int, default=64)
     p.add_argument("--batch-window-ms", type=float, default=2.0)
     p.add_argument("--json", default=None, help="write the figures here")
@@ -159,7 +162,11 @@ def main() -> None:
             import httpx
 
             obs_shape = tuple(httpx.get(f"{address}/v1/policy").json()["obs_shape"])
-            remote = asyncio.run(remote_load(address, args.clients, args.seconds, obs_shape))
+            rounds = [asyncio.run(remote_load(address, args.clients, args.seconds, obs_shape))
+                      for _ in range(args.repeats)]
+            remote = {key: float(np.median([r[key] for r in rounds]))
+                      for key in ("actions_per_s", "p50_ms", "p99_ms")}
+            remote["rounds"] = rounds
             local = local_load(address, args.seconds, obs_shape)
             metrics = httpx.get(f"{address}/metrics").json()
         finally:
