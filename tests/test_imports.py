@@ -3,10 +3,11 @@ between modules (top level or inside functions), and imports that follow the lay
 
     core      imports nothing of ours but core
     envs      core, envs
-    agents    core, agents: an agent its own package and the families
+    datasets  core, datasets        (recording, Minari's format, transitions)
+    agents    core, datasets, agents: an agent its own package and the families
               (jaxrl_sys.agents.families), never another agent; families core and families
     runtime   core, runtime         (the caller hands agents and envs in)
-    tools     core, runtime, tools
+    tools     core, datasets, runtime, tools
     serve     core, runtime, serve  (the caller hands agents and envs in)
     commands  anything (the entry points wire agents and envs into the run machinery);
               so do jaxrl_sys.api (`run` and `sweep` with this package's agents and envs)
@@ -23,9 +24,10 @@ PACKAGES = ("jaxrl_sys",)
 LAYERS = {
     "core": {"core"},
     "envs": {"core", "envs"},
-    "agents": {"core", "agents"},
+    "datasets": {"core", "datasets"},
+    "agents": {"core", "datasets", "agents"},
     "runtime": {"core", "runtime"},
-    "tools": {"core", "runtime", "tools"},
+    "tools": {"core", "datasets", "runtime", "tools"},
     "serve": {"core", "runtime", "serve"},
 }
 

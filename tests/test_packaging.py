@@ -14,7 +14,7 @@ from jaxrl_sys.agents import AGENTS
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = ("jaxrl-train", "jaxrl-evaluate", "jaxrl-arena", "jaxrl-benchmark",
-            "jaxrl-check-learning", "jaxrl-plot", "jaxrl-serve")
+            "jaxrl-check-learning", "jaxrl-plot", "jaxrl-serve", "jaxrl-record")
 
 
 @pytest.fixture(scope="module")

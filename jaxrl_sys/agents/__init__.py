@@ -34,6 +34,8 @@ AGENTS: dict[str, str] = {
     "es": "jaxrl_sys.agents.es",
     "ars": "jaxrl_sys.agents.es.ars",
     "maddpg": "jaxrl_sys.agents.maddpg",
+    "marwil": "jaxrl_sys.agents.marwil",
+    "bc": "jaxrl_sys.agents.marwil.bc",
 }
 
 

@@ -125,7 +125,7 @@ def run_worker(setting: str, cases: list[lc.LearningCase], seeds: int, out: str,
     for case in cases:
         print(f"[{setting}] {case.name}: {seeds} seeds ...", file=sys.stderr, flush=True)
         result = lc.run_case(case, agents.load(case.agent), envs, list(range(seeds)),
-                             setting=setting, num_devices=devices)
+                             setting=setting, num_devices=devices, load_agent=agents.load)
         verdict = lc.judge(result)
         print(f"[{setting}] {case.name}: reached {int(verdict.reached.sum())}/{seeds}, "
               f"collapsed {int(verdict.collapsed.sum())}, {result.seconds:.0f} s",

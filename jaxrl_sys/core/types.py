@@ -198,6 +198,17 @@ class RecurrentPolicy(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
+class DatasetRecipe:
+    """How an offline agent's learning check gets its data: the shipped defaults of `agent`
+    train on the promise's env (seed 0), then `episodes` episodes of its `policy` (as
+    `jaxrl-record --policy` takes it: greedy, sampled or epsilon:E) are recorded."""
+
+    agent: str
+    policy: str = "greedy"
+    episodes: int = 50
+
+
+@dataclasses.dataclass(frozen=True)
 class LearningPromise:
     """An env that an agent's shipped defaults learn, and the bar its learning check holds them
     to (`jaxrl_sys.tools.learning_check` turns each into a case; the learning tests run them).
@@ -209,7 +220,8 @@ class LearningPromise:
     smallest run that shows the defaults learn); 0 where a test of its own trains it (a slow
     case: the host loop, MuZero), or where the suite leaves it to
     `jaxrl-check-learning` (a further env on a code path that another of the agent's promises
-    already trains in the suite); `note` names that test or the results file.
+    already trains in the suite); `note` names that test or the results file. An offline
+    agent's promise names the `dataset` it learns from (a `DatasetRecipe`).
     """
 
     env: str
@@ -220,6 +232,7 @@ class LearningPromise:
     chunks: int = 20
     note: str = ""
     test_seeds: int = 1
+    dataset: Optional[DatasetRecipe] = None
 
 
 # What an agent learns to play (`AgentDef.PLAYS`): one agent's view of an env; two-player

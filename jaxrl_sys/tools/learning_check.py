@@ -18,13 +18,19 @@ tools never import agents or envs.
 from __future__ import annotations
 
 import dataclasses
+import re
+import tempfile
 import time
+from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
 
+import jax
 import numpy as np
 
 from jaxrl_sys.core.evaluation import make_eval_fn
-from jaxrl_sys.core.types import LearningPromise
+from jaxrl_sys.core.types import DatasetRecipe, LearningPromise
+from jaxrl_sys.datasets import recording
+from jaxrl_sys.datasets.minari_format import write_dataset
 from jaxrl_sys.runtime import driver, host
 from jaxrl_sys.runtime.execution import place, placement_fns
 from jaxrl_sys.runtime.loops import chunking
@@ -65,7 +71,8 @@ class LearningCase(LearningPromise):
 
 def cases(promises: Mapping[str, Sequence[LearningPromise]]) -> tuple[LearningCase, ...]:
     """Every case of the agents' promises (`jaxrl_sys.agents.promises()`), in agent order."""
-    return tuple(LearningCase(**dataclasses.asdict(promise), agent=agent)
+    return tuple(LearningCase(**{f.name: getattr(promise, f.name)
+                                 for f in dataclasses.fields(promise)}, agent=agent)
                  for agent, of_agent in promises.items() for promise in of_agent)
 
 
@@ -185,6 +192,37 @@ def case_config(case: LearningCase, agent_module: Any) -> Any:
     return dataclasses.replace(config, **dict(case.overrides))
 
 
+def recorded_dataset(recipe: DatasetRecipe, env_name: str, load_agent: Callable[[str], Any],
+                     registry: EnvRegistry, root: Path) -> Path:
+    """The dataset `recipe` makes on `env_name`, under `root` (made once, then reused): the
+    recipe agent's shipped defaults trained with seed 0 on one device, then its episodes
+    recorded as `jaxrl-record` records them."""
+    kind, epsilon = recording.parse_policy(recipe.policy)
+    name = re.sub(r"[^A-Za-z0-9_\-]", "_", f"{env_name}-{recipe.agent}-{recipe.policy}-"
+                  f"{recipe.episodes}").lower() + "-v0"
+    if (root / name / "data").is_dir():
+        return root / name
+    module = load_agent(recipe.agent)
+    config = module.default_config(env_name)
+    env = registry.make(env_name)
+    agent = module.make(env, config)
+    iters, num_chunks = chunking(config.num_iterations, 1)
+    runner = place(*placement_fns(agent), num_envs=config.num_envs, num_devices=1,
+                   iters_per_chunk=iters)
+    trained = driver.train(runner, np.asarray([0]), num_chunks)
+    state = jax.tree.map(lambda x: x[0], trained.carry.agent_state)
+    policy, params = recording.behaviour_policy(
+        module, agent, state, kind, epsilon, config.num_iterations * config.steps_per_iteration)
+    episodes = recording.record_episodes(env, policy, params, jax.random.PRNGKey(0),
+                                         recipe.episodes)
+    returns = [e.total_return for e in episodes]
+    return write_dataset(root, name, episodes, env.spec, env_name,
+                         {"agent": recipe.agent, "policy": kind, "epsilon": epsilon,
+                          "mean_return": float(np.mean(returns))},
+                         f"{recipe.episodes} episodes of {recipe.agent}'s {recipe.policy} "
+                         f"policy on {env_name}, a learning check's data")
+
+
 def run_case(
     case: LearningCase,
     agent_module: Any,
@@ -195,6 +233,8 @@ def run_case(
     num_devices: int = 1,
     on_chunk: Optional[Callable[[int, int], None]] = None,
     stop_when_reached: bool = False,
+    load_agent: Optional[Callable[[str], Any]] = None,
+    datasets_root: Optional[Path] = None,
 ) -> CaseResult:
     """Train `case` for every seed (vmapped; the host loop runs them one after another).
 
@@ -202,9 +242,16 @@ def run_case(
     `scripts/train.py` with `--chunks case.chunks`, plus greedy evaluation when asked.
     `stop_when_reached` ends a device run at the first chunk at which every seed's judged
     return is at the threshold, its curves ending there (the learning tests: the run has shown
-    that it learns).
+    that it learns). An offline case first makes its promise's dataset (`recorded_dataset`,
+    with `load_agent` and under `datasets_root`, a fresh temporary directory by default).
     """
     config = case_config(case, agent_module)
+    if case.dataset is not None and not config.dataset:
+        if load_agent is None:
+            raise ValueError(f"{case.name} learns from a recorded dataset: pass load_agent")
+        root = Path(datasets_root or tempfile.mkdtemp(prefix="jaxrl_sys_datasets_"))
+        path = recorded_dataset(case.dataset, case.env, load_agent, registry, root)
+        config = dataclasses.replace(config, dataset=str(path))
     iters, num_chunks = chunking(config.num_iterations, case.chunks)  # as train.py chunks
     steps_per_chunk = iters * config.steps_per_iteration
     start = time.perf_counter()

@@ -1,0 +1,325 @@
+"""Recorded data and the offline agents: episodes recorded on device as evaluation plays
+them, Minari's format read back by Minari itself, transitions and returns-to-go, MARWIL's and
+BC's losses on hand-made numbers, N devices equal one, and the commands' refusals."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl_sys import envs
+from jaxrl_sys.agents import marwil
+from jaxrl_sys.commands import record as record_command
+from jaxrl_sys.commands import train as train_command
+from jaxrl_sys.core.evaluation import evaluate
+from jaxrl_sys.datasets import minari_format, recording
+from jaxrl_sys.datasets.recording import Episode, RecordedSteps
+from jaxrl_sys.datasets.transitions import Transitions, from_episodes
+from jaxrl_sys.runtime.execution import place, placement_fns
+
+
+def lean_right(params, obs, key, **context):
+    """A scripted CartPole policy: push the way the pole leans."""
+    del params, key, context
+    return (obs[:, 2] > 0).astype(jnp.int32)
+
+
+@pytest.fixture(scope="module")
+def cartpole():
+    return envs.make("CartPole-v1")
+
+
+@pytest.fixture(scope="module")
+def scripted_dataset(tmp_path_factory, cartpole):
+    """12 episodes of the scripted policy with epsilon 0.2, as a Minari dataset."""
+    policy = recording.with_epsilon(lean_right, cartpole.spec, 0.2)
+    episodes = recording.record_episodes(cartpole, policy, None, jax.random.PRNGKey(1), 12, 6)
+    root = tmp_path_factory.mktemp("datasets")
+    path = minari_format.write_dataset(root, "cartpole-scripted-v0", episodes, cartpole.spec,
+                                       "CartPole-v1", {"agent": "scripted"}, "a test's data")
+    return path, episodes
+
+
+def test_first_episodes_cut_each_env_at_its_first_end():
+    """Env 0 terminates at step 1, env 1 is truncated at step 2, env 2 never ends (cut at
+    the last step, truncated); each keeps the observation it ended in last."""
+    obs = np.arange(2 * 3 * 1, dtype=np.float32).reshape(2, 3, 1).swapaxes(0, 1)  # [N=3, T=2]
+    obs = np.concatenate([obs, obs + 100], axis=1)[:, :3]  # [3, 3, 1]
+    terminated = np.array([[False, True, False], [False, False, False], [False, False, False]])
+    truncated = np.array([[False, False, False], [False, False, True], [False, False, False]])
+    steps = RecordedSteps(observations=obs, actions=np.arange(9).reshape(3, 3),
+                          rewards=np.ones((3, 3), np.float32), terminations=terminated,
+                          truncations=truncated, final_observations=obs - 50)
+    first, second, third = recording.first_episodes(steps)
+    assert len(first) == 2 and first.terminations.tolist() == [False, True]
+    assert first.truncations.tolist() == [False, False]
+    np.testing.assert_array_equal(first.observations, np.concatenate([obs[0, :2], obs[0, 1:2] - 50]))
+    assert first.actions.tolist() == [0, 1]
+    assert len(second) == 3 and second.truncations.tolist() == [False, False, True]
+    assert len(third) == 3 and third.truncations.tolist() == [False, False, True]
+    assert not third.terminations.any()
+    assert first.total_return == 2.0
+
+
+def test_recorded_episodes_are_the_episodes_evaluation_plays(cartpole):
+    """The same policy, key and ids: each recorded episode has the return and length that
+    greedy evaluation reports for it."""
+    ids = jnp.arange(6, dtype=jnp.int32)
+    key = jax.random.PRNGKey(3)
+    policy = recording.with_epsilon(lean_right, cartpole.spec, 0.3)
+    episodes = recording.record_episodes(cartpole, policy, None, key, 6, batch=6)
+    returns, lengths = jax.jit(lambda: evaluate(cartpole, policy, None, key, ids))()
+    np.testing.assert_allclose([e.total_return for e in episodes], returns)
+    assert [len(e) for e in episodes] == np.asarray(lengths).astype(int).tolist()
+    for e in episodes:
+        assert e.observations.shape == (len(e) + 1, 4)
+        assert e.terminations[-1] or e.truncations[-1]
+        assert not (e.terminations[:-1].any() or e.truncations[:-1].any())
+
+
+def test_epsilon_noise_is_uniform_over_legal_actions_and_clipped_for_boxes(cartpole):
+    obs = jnp.zeros((4000, 4))
+    always = recording.with_epsilon(lean_right, cartpole.spec, 1.0)
+    actions, _ = always.step(None, None, obs, jnp.ones(4000, bool), jax.random.PRNGKey(0),
+                             legal=jnp.tile(jnp.array([True, False]), (4000, 1)))
+    assert np.all(np.asarray(actions) == 0)  # only action 0 is legal
+    actions, _ = always.step(None, None, obs, jnp.ones(4000, bool), jax.random.PRNGKey(0))
+    assert abs(float(np.mean(actions)) - 0.5) < 0.05
+    never = recording.with_epsilon(lean_right, cartpole.spec, 0.0)
+    actions, _ = never.step(None, None, obs + 1, jnp.ones(4000, bool), jax.random.PRNGKey(0))
+    assert np.all(np.asarray(actions) == 1)
+    pendulum = envs.make("Pendulum-v1").spec  # actions in [-2, 2]
+    for centre in (0.0, 1.9):
+        noisy = recording.with_epsilon(lambda p, o, k, **c: jnp.full((o.shape[0], 1), centre),
+                                       pendulum, 0.5)
+        actions, _ = noisy.step(None, None, jnp.zeros((4000, 3)), jnp.ones(4000, bool),
+                                jax.random.PRNGKey(0))
+        actions = np.asarray(actions)
+        assert actions.max() <= 2.0 and actions.min() >= -2.0
+    assert actions.max() == 2.0  # clipped
+    noisy = recording.with_epsilon(lambda p, o, k, **c: jnp.zeros((o.shape[0], 1)), pendulum,
+                                   0.5)
+    actions, _ = noisy.step(None, None, jnp.zeros((4000, 3)), jnp.ones(4000, bool),
+                            jax.random.PRNGKey(0))
+    assert 0.85 < np.std(actions) < 1.05  # 0.5 x the half-range (2), a few clipped
+
+
+def test_a_dataset_reads_back_with_minaris_own_reader(scripted_dataset):
+    import minari
+
+    path, episodes = scripted_dataset
+    before = os.environ.get("MINARI_DATASETS_PATH")
+    os.environ["MINARI_DATASETS_PATH"] = str(path.parent)
+    try:
+        theirs = list(minari.load_dataset("cartpole-scripted-v0").iterate_episodes())
+    finally:
+        if before is None:
+            os.environ.pop("MINARI_DATASETS_PATH")
+        else:
+            os.environ["MINARI_DATASETS_PATH"] = before
+    ours = minari_format.read_dataset(path)
+    assert ours.env_name == "CartPole-v1" and ours.metadata["jaxrl_sys"]["agent"] == "scripted"
+    assert len(theirs) == len(ours.episodes) == len(episodes) == 12
+    for written, read, mine in zip(episodes, theirs, ours.episodes):
+        for field in ("observations", "actions", "rewards", "terminations", "truncations"):
+            np.testing.assert_array_equal(getattr(written, field), getattr(read, field))
+            np.testing.assert_array_equal(getattr(written, field), getattr(mine, field))
+
+
+def test_reading_refuses_what_is_not_a_dataset(tmp_path):
+    with pytest.raises(minari_format.DatasetError, match="no Minari dataset"):
+        minari_format.read_dataset(tmp_path / "missing")
+    with pytest.raises(minari_format.DatasetError, match="Minari's form"):
+        minari_format.check_dataset_id("no version")
+
+
+def _episode(obs, actions, rewards, terminated, truncated) -> Episode:
+    return Episode(np.asarray(obs, np.float32)[:, None], np.asarray(actions, np.int32),
+                   np.asarray(rewards, np.float32), np.asarray(terminated, bool),
+                   np.asarray(truncated, bool))
+
+
+def test_transitions_pair_each_step_with_the_observation_it_led_to():
+    """A terminated episode, a truncated one, and a recording cut mid-episode (marked
+    truncated, so that nothing runs on into the next episode)."""
+    data = from_episodes([
+        _episode([0, 1, 2], [0, 1], [1, 2], [False, True], [False, False]),
+        _episode([10, 11], [1], [3], [False], [True]),
+        _episode([20, 21, 22], [0, 0], [4, 5], [False, False], [False, False]),
+    ])
+    assert data.obs[:, 0].tolist() == [0, 1, 10, 20, 21]
+    assert data.next_obs[:, 0].tolist() == [1, 2, 11, 21, 22]
+    assert data.terminated.tolist() == [False, True, False, False, False]
+    assert data.truncated.tolist() == [False, False, True, False, True]
+    assert data.rewards.tolist() == [1, 2, 3, 4, 5] and data.size == 5
+
+
+def test_rows_carry_returns_to_go_and_are_dealt_round_robin():
+    data = from_episodes([
+        _episode([0, 1, 2, 3], [0, 1, 0], [1, 1, 1], [False, False, True], [False] * 3),
+        _episode([10, 11, 12], [1, 1], [2, 4], [False, False], [False, True]),
+    ])
+    rows = marwil.dealt_rows(data, gamma=0.5, shards=2)
+    # returns-to-go: 1 + 0.5 + 0.25, 1 + 0.5, 1 | 2 + 0.5 * 4, 4 (the last row is left out)
+    assert np.asarray(rows.returns).tolist() == [[1.75, 1.0], [1.5, 4.0]]
+    assert np.asarray(rows.obs)[..., 0].tolist() == [[0, 2], [1, 10]]
+    assert np.asarray(rows.actions).tolist() == [[0, 0], [1, 1]]
+
+
+def test_shards_draw_the_same_rows_however_they_are_split():
+    """Each shard samples with the key of its global id: shards 0-3 and 4-7 sampled apart
+    (two devices) give the rows all eight sampled together give (one device)."""
+    size, shards = 40, 8
+    data = Transitions(obs=np.arange(size, dtype=np.float32)[:, None],
+                       actions=np.zeros(size, np.int32), rewards=np.ones(size, np.float32),
+                       next_obs=np.zeros((size, 1), np.float32),
+                       terminated=np.arange(size) % 5 == 4, truncated=np.zeros(size, bool))
+    config = marwil.Config(dataset="unused", shards=shards)
+    key = jax.random.PRNGKey(7)
+    ids = jnp.arange(shards, dtype=jnp.int32)
+    whole = marwil.sample_rows(marwil.agent.init_shards(data, config, key, ids), key, 3)
+    halves = [marwil.sample_rows(marwil.agent.init_shards(data, config, key, part), key, 3)
+              for part in (ids[:4], ids[4:])]
+    np.testing.assert_array_equal(whole.obs, np.concatenate([h.obs for h in halves]))
+    # shard s holds rows s, s + 8, ...: every row it draws is its own
+    assert np.all(np.asarray(whole.obs)[:, 0].reshape(shards, 3) % shards
+                  == np.arange(shards)[:, None])
+
+
+def test_advantage_weights_and_their_norm():
+    advantages = jnp.array([-2.0, 0.0, 3.0, 100.0])
+    weights = marwil.advantage_weights(advantages, jnp.float32(4.0), beta=1.0, max_weight=20.0)
+    np.testing.assert_allclose(weights, [np.exp(-1.0), 1.0, np.exp(1.5), 20.0], rtol=1e-6)
+    np.testing.assert_array_equal(
+        marwil.advantage_weights(advantages, jnp.float32(4.0), beta=0.0, max_weight=20.0),
+        np.ones(4))
+    np.testing.assert_allclose(marwil.updated_adv_norm(jnp.float32(100.0), 20.0, 0.25), 80.0)
+
+
+@pytest.mark.parametrize("continuous", [False, True])
+def test_the_loss_is_weighted_log_likelihood_and_bc_leaves_the_value_alone(continuous):
+    spec = envs.make("Pendulum-v1" if continuous else "CartPole-v1").spec
+    policy_net, value_net = marwil.build_networks(spec, marwil.Config(hidden=(8,)))
+    obs = jax.random.normal(jax.random.PRNGKey(0), (5, *spec.obs_shape))
+    actions = (jax.random.uniform(jax.random.PRNGKey(1), (5, 1), minval=-2, maxval=2)
+               if continuous else jnp.array([0, 1, 1, 0, 1]))
+    rows = marwil.Rows(obs, actions, jnp.array([1.0, 2.0, 0.0, -1.0, 3.0]))
+    params = {"policy": policy_net.init(jax.random.PRNGKey(2), obs),
+              "value": value_net.init(jax.random.PRNGKey(3), obs)}
+    out, log_std = policy_net.apply(params["policy"], obs)
+    if continuous:
+        std = np.exp(np.asarray(log_std))
+        z = (np.asarray(actions) - np.asarray(out)) / std
+        log_probs = np.sum(-0.5 * z ** 2 - np.log(std) - 0.5 * np.log(2 * np.pi), axis=-1)
+    else:
+        log_probs = np.asarray(jax.nn.log_softmax(out))[np.arange(5), np.asarray(actions)]
+    values = np.asarray(value_net.apply(params["value"], obs))
+    advantages = np.asarray(rows.returns) - values
+
+    def loss(p, beta):
+        return marwil.marwil_loss(policy_net.apply, value_net.apply, p, rows, jnp.float32(4.0),
+                                  beta=beta, value_loss_weight=0.5, max_weight=20.0,
+                                  continuous=continuous)
+
+    bc_loss, (metrics, _) = loss(params, 0.0)
+    np.testing.assert_allclose(bc_loss, -log_probs.mean(), rtol=1e-5)
+    bc_grads = jax.grad(lambda p: loss(p, 0.0)[0])(params)
+    assert all(np.all(np.asarray(g) == 0) for g in jax.tree.leaves(bc_grads["value"]))
+    weights = np.minimum(np.exp(advantages / 2.0), 20.0)
+    expected = -(weights * log_probs).mean() + 0.5 * 0.5 * (advantages ** 2).mean()
+    np.testing.assert_allclose(loss(params, 1.0)[0], expected, rtol=1e-5)
+    assert any(np.any(np.asarray(g) != 0)
+               for g in jax.tree.leaves(jax.grad(lambda p: loss(p, 1.0)[0])(params)["value"]))
+    np.testing.assert_allclose(metrics["log_likelihood"], log_probs.mean(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["marwil", "bc"])
+def test_eight_devices_equal_one_device(name, scripted_dataset, cartpole):
+    """A chunk of gradient steps on 8 devices (one shard each) ends with the parameters of
+    the same chunk on one device."""
+    from jaxrl_sys import agents
+
+    module = agents.load(name)
+    config = dataclasses.replace(module.default_config("CartPole-v1"),
+                                 dataset=str(scripted_dataset[0]), hidden=(32,),
+                                 updates_per_iteration=5, batch_size=64)
+    agent = module.make(cartpole, config)
+    results = []
+    for devices in (1, 8):
+        runner = place(*placement_fns(agent), num_envs=config.num_envs, num_devices=devices,
+                       iters_per_chunk=2)
+        carry = runner.init(np.asarray([0]))
+        carry, _ = runner.run_chunk(carry)
+        results.append(jax.device_get(carry.agent_state))
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6), *results)
+    assert int(results[0].updates[0]) == 10
+
+
+def test_an_offline_run_is_refused_in_one_line_without_its_dataset(capsys, tmp_path,
+                                                                   scripted_dataset):
+    for args, expected in [
+        ([], "this agent learns from a recorded dataset: --set dataset=PATH"),
+        (["--set", f"dataset={tmp_path / 'none'}"], "no Minari dataset at"),
+        (["--env", "Acrobot-v1", "--set", f"dataset={scripted_dataset[0]}"],
+         "was recorded in CartPole-v1; the run names Acrobot-v1"),
+        (["--set", f"dataset={scripted_dataset[0]}", "--set", "batch_size=100"],
+         "batch_size=100 does not divide over shards=8"),
+    ]:
+        code = train_command.main(["--agent", "bc", "--no-progress", "--run-root",
+                                   str(tmp_path / "runs"), *args])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and len(err.splitlines()) == 1 and expected in err, (args, err)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_record_refuses_bad_input_before_writing(capsys, tmp_path):
+    for args, expected in [
+        (["--episodes", "0"], "--episodes must be >= 1"),
+        (["--name", "no_version"], "is not of Minari's form"),
+        (["--policy", "epsilon:2"], "expected greedy, sampled or epsilon:E"),
+        (["--policy", "boltzmann"], "expected greedy, sampled or epsilon:E"),
+    ]:
+        code = record_command.main([str(tmp_path / "run"), "--out", str(tmp_path / "out"),
+                                    *args])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and expected in err and len(err.splitlines()) == 1, (args, err)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_a_run_is_recorded_and_cloned_from_the_command_line(capsys, tmp_path):
+    """train (PPO, a short run) -> jaxrl-record with each policy -> bc on the dataset: the
+    files Minari reads, the metadata naming the run, and an offline run checkpointing
+    without its dataset."""
+    runs = tmp_path / "runs"
+    assert train_command.main(["--agent", "ppo", "--total-steps", "8192", "--chunks", "2",
+                               "--no-progress", "--run-root", str(runs)]) == 0
+    (run_dir,) = runs.iterdir()
+    out = tmp_path / "datasets"
+    for policy in ("greedy", "sampled", "epsilon:0.5"):
+        assert record_command.main([str(run_dir), "--episodes", "3", "--out", str(out),
+                                    "--policy", policy, "--batch", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("wrote ") == 3 and "3 episodes" in printed
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["cartpole-v1-ppo-epsilon0_5-v0", "cartpole-v1-ppo-greedy-v0",
+                     "cartpole-v1-ppo-sampled-v0"]
+    greedy = minari_format.read_dataset(out / names[1])
+    assert greedy.metadata["jaxrl_sys"]["run"] == str(run_dir.absolute())
+    assert greedy.metadata["jaxrl_sys"]["policy"] == "greedy" and len(greedy.episodes) == 3
+    assert record_command.main([str(run_dir), "--episodes", "3", "--out", str(out)]) == 2
+    assert "already exists" in capsys.readouterr().err
+
+    offline = tmp_path / "offline"
+    args = ["--agent", "bc", "--set", f"dataset={out / names[1]}", "--total-steps", "400",
+            "--chunks", "2", "--no-progress", "--run-root", str(offline),
+            "--checkpoint-every", "1", "--no-save-replay"]
+    assert train_command.main(args) == 0
+    assert "done: 400 steps/seed" in capsys.readouterr().out
+    (offline_run,) = offline.iterdir()
+    assert sorted(p.name for p in (offline_run / "checkpoints").iterdir()) == ["0", "1"]
