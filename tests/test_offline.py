@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from jaxrl_sys import envs
-from jaxrl_sys.agents import marwil
+from jaxrl_sys.agents import cql, iql, marwil
+from jaxrl_sys.agents.families import offline
 from jaxrl_sys.commands import record as record_command
 from jaxrl_sys.commands import train as train_command
 from jaxrl_sys.core.evaluation import evaluate
@@ -164,7 +165,7 @@ def test_rows_carry_returns_to_go_and_are_dealt_round_robin():
         _episode([0, 1, 2, 3], [0, 1, 0], [1, 1, 1], [False, False, True], [False] * 3),
         _episode([10, 11, 12], [1, 1], [2, 4], [False, False], [False, True]),
     ])
-    rows = marwil.dealt_rows(data, gamma=0.5, shards=2)
+    rows = offline.dealt_rows(data, gamma=0.5, shards=2)
     # returns-to-go: 1 + 0.5 + 0.25, 1 + 0.5, 1 | 2 + 0.5 * 4, 4 (the last row is left out)
     assert np.asarray(rows.returns).tolist() == [[1.75, 1.0], [1.5, 4.0]]
     assert np.asarray(rows.obs)[..., 0].tolist() == [[0, 2], [1, 10]]
@@ -182,8 +183,8 @@ def test_shards_draw_the_same_rows_however_they_are_split():
     config = marwil.Config(dataset="unused", shards=shards)
     key = jax.random.PRNGKey(7)
     ids = jnp.arange(shards, dtype=jnp.int32)
-    whole = marwil.sample_rows(marwil.agent.init_shards(data, config, key, ids), key, 3)
-    halves = [marwil.sample_rows(marwil.agent.init_shards(data, config, key, part), key, 3)
+    whole = offline.sample_rows(offline.init_shards(data, config, key, ids), key, 3)
+    halves = [offline.sample_rows(offline.init_shards(data, config, key, part), key, 3)
               for part in (ids[:4], ids[4:])]
     np.testing.assert_array_equal(whole.obs, np.concatenate([h.obs for h in halves]))
     # shard s holds rows s, s + 8, ...: every row it draws is its own
@@ -208,7 +209,9 @@ def test_the_loss_is_weighted_log_likelihood_and_bc_leaves_the_value_alone(conti
     obs = jax.random.normal(jax.random.PRNGKey(0), (5, *spec.obs_shape))
     actions = (jax.random.uniform(jax.random.PRNGKey(1), (5, 1), minval=-2, maxval=2)
                if continuous else jnp.array([0, 1, 1, 0, 1]))
-    rows = marwil.Rows(obs, actions, jnp.array([1.0, 2.0, 0.0, -1.0, 3.0]))
+    zeros = jnp.zeros(5)
+    rows = offline.Rows(obs, actions, zeros, obs, zeros.astype(bool),
+                        jnp.array([1.0, 2.0, 0.0, -1.0, 3.0]))
     params = {"policy": policy_net.init(jax.random.PRNGKey(2), obs),
               "value": value_net.init(jax.random.PRNGKey(3), obs)}
     out, log_std = policy_net.apply(params["policy"], obs)
@@ -238,7 +241,61 @@ def test_the_loss_is_weighted_log_likelihood_and_bc_leaves_the_value_alone(conti
     np.testing.assert_allclose(metrics["log_likelihood"], log_probs.mean(), rtol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["marwil", "bc"])
+def test_iql_losses_on_hand_made_numbers():
+    np.testing.assert_allclose(iql.expectile_loss(jnp.array([-2.0, 1.0]), 0.7),
+                               (0.3 * 4 + 0.7 * 1) / 2)
+    np.testing.assert_allclose(iql.expectile_loss(jnp.array([-2.0, 1.0]), 0.5), 1.25)
+    targets = iql.critic_targets(jnp.array([1.0, 1.0]), jnp.array([0.0, 1.0]),
+                                 jnp.array([10.0, 10.0]), 0.5)
+    np.testing.assert_allclose(targets, [6.0, 1.0])
+    q = jnp.array([[6.0, 2.0], [4.0, 1.0]])  # [2 critics, B]
+    np.testing.assert_allclose(iql.twin_critic_loss(q, targets), (0 + 1) / 2 + (4 + 0) / 2)
+    loss, weights = iql.awr_policy_loss(jnp.array([-1.0, -2.0, -3.0]),
+                                        jnp.array([0.0, 1.0, 10.0]), 2.0, 50.0)
+    np.testing.assert_allclose(weights, [1.0, np.exp(2.0), 50.0], rtol=1e-6)
+    np.testing.assert_allclose(loss, (1.0 + 2 * np.exp(2.0) + 150.0) / 3, rtol=1e-6)
+
+
+@pytest.mark.parametrize("env_name", ["CartPole-v1", "Pendulum-v1"])
+def test_iql_critics_value_the_taken_actions(env_name):
+    spec = envs.make(env_name).spec
+    critics = iql.TwinCritics(spec, (8,), "relu")
+    obs = jax.random.normal(jax.random.PRNGKey(0), (3, *spec.obs_shape))
+    params = critics.init(jax.random.PRNGKey(1), obs[:1])
+    if critics.continuous:
+        actions = jnp.array([[-2.0], [0.0], [2.0]])
+        values = critics.values(params, obs, actions)
+        one = jax.tree.map(lambda x: x[1], params)
+        np.testing.assert_allclose(values[1], critics.module.apply(one, obs, actions / 2.0),
+                                   rtol=1e-6)  # Pendulum's [-2, 2] in the unit box
+    else:
+        actions = jnp.array([0, 1, 1])
+        values = critics.values(params, obs, actions)
+        every = jax.vmap(critics.module.apply, in_axes=(0, None))(params, obs)
+        np.testing.assert_allclose(values, every[:, np.arange(3), actions])
+    assert values.shape == (2, 3) and not np.allclose(values[0], values[1])
+
+
+def test_cql_targets_and_penalty_on_hand_made_numbers():
+    next_target = jnp.array([[1.0, 5.0], [3.0, 2.0]])
+    next_online = jnp.array([[9.0, 0.0], [0.0, 9.0]])
+    rewards, terminated = jnp.array([1.0, 1.0]), jnp.array([0.0, 1.0])
+    np.testing.assert_allclose(
+        cql.q_targets(rewards, terminated, next_target, next_online, 0.5, double_q=True),
+        [1.0 + 0.5 * 1.0, 1.0])
+    np.testing.assert_allclose(
+        cql.q_targets(rewards, terminated, next_target, next_online, 0.5, double_q=False),
+        [1.0 + 0.5 * 5.0, 1.0])
+    q = jnp.array([[1.0, 1.0], [0.0, 10.0]])
+    actions = jnp.array([0, 1])
+    expected = ((np.log(2 * np.e) - 1.0) + (np.log(1 + np.exp(10.0)) - 10.0)) / 2
+    np.testing.assert_allclose(cql.conservative_penalty(q, actions), expected, rtol=1e-6)
+    # the penalty's gradient raises the data's action and lowers the others
+    grad = jax.grad(lambda q: cql.cql_loss(q, actions, jnp.array([1.0, 10.0]), 1.0)[0])(q)
+    assert grad[0, 0] < 0 < grad[0, 1] and grad[1, 1] < 0 < grad[1, 0]
+
+
+@pytest.mark.parametrize("name", ["marwil", "bc", "iql", "cql"])
 def test_eight_devices_equal_one_device(name, scripted_dataset, cartpole):
     """A chunk of gradient steps on 8 devices (one shard each) ends with the parameters of
     the same chunk on one device."""
@@ -269,6 +326,9 @@ def test_an_offline_run_is_refused_in_one_line_without_its_dataset(capsys, tmp_p
          "was recorded in CartPole-v1; the run names Acrobot-v1"),
         (["--set", f"dataset={scripted_dataset[0]}", "--set", "batch_size=100"],
          "batch_size=100 does not divide over shards=8"),
+        (["--agent", "cql", "--env", "Pendulum-v1"], "cql takes discrete actions"),
+        (["--agent", "iql", "--set", f"dataset={scripted_dataset[0]}", "--set",
+          "expectile=1"], "expectile must be in (0, 1)"),
     ]:
         code = train_command.main(["--agent", "bc", "--no-progress", "--run-root",
                                    str(tmp_path / "runs"), *args])

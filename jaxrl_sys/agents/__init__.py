@@ -36,6 +36,8 @@ AGENTS: dict[str, str] = {
     "maddpg": "jaxrl_sys.agents.maddpg",
     "marwil": "jaxrl_sys.agents.marwil",
     "bc": "jaxrl_sys.agents.marwil.bc",
+    "iql": "jaxrl_sys.agents.iql",
+    "cql": "jaxrl_sys.agents.cql",
 }
 
 

@@ -9,31 +9,25 @@ from jaxrl_sys.agents.marwil.agent import (
     MEMORY,
     PLAYS,
     Agent,
-    DatasetShards,
-    Rows,
     State,
-    dealt_rows,
     greedy_action,
     init,
-    load_transitions,
     make,
     placement_problem,
     policy_action,
-    sample_rows,
-    train_step,
     update,
 )
 from jaxrl_sys.agents.marwil.config import Config
 from jaxrl_sys.agents.marwil.defaults import PROMISES, TUNED, default_config
 from jaxrl_sys.agents.marwil.losses import (
     action_log_probs, advantage_weights, marwil_loss, updated_adv_norm,
-)
+)  # action_log_probs: the offline family's, which the loss uses
 from jaxrl_sys.agents.marwil.networks import PolicyNetwork, ValueNetwork, build_networks
 
 __all__ = [
     "DEFAULT_ENV", "DEFAULT_EVAL_EPISODES", "MEMORY", "PLAYS", "PROMISES", "TUNED",
-    "Agent", "Config", "DatasetShards", "PolicyNetwork", "Rows", "State", "ValueNetwork",
-    "action_log_probs", "advantage_weights", "build_networks", "dealt_rows", "default_config",
-    "greedy_action", "init", "load_transitions", "make", "marwil_loss", "placement_problem",
-    "policy_action", "sample_rows", "train_step", "update", "updated_adv_norm",
+    "Agent", "Config", "PolicyNetwork", "State", "ValueNetwork",
+    "action_log_probs", "advantage_weights", "build_networks", "default_config",
+    "greedy_action", "init", "make", "marwil_loss", "placement_problem", "policy_action",
+    "update", "updated_adv_norm",
 ]

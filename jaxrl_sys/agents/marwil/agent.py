@@ -1,11 +1,9 @@
 """MARWIL and behaviour cloning on a recorded dataset held on device.
 
-The dataset (a Minari dataset, `config.dataset`) is read once when the agent is made, its
-discounted returns-to-go computed on device, and its rows dealt round-robin to `shards` shards
-that stand where an online agent's envs are: split over devices, each sampling its share of
-every batch from its own rows with a key of its global id, so N devices draw the same batch as
-one. The shards live in the env state's `replay` (`--no-save-replay` leaves them out of the
-checkpoints: they are the dataset, read again on resume).
+The dataset (a Minari dataset, `config.dataset`) is read once when the agent is made and held
+on device as the offline family's shards (`families.offline`: rows with discounted
+returns-to-go, split over devices like envs, each drawing its share of every batch by its
+global id, so N devices draw the batch one device draws).
 
     init(key) -> State
     init_envs(key, shard_ids) -> DatasetShards
@@ -22,20 +20,19 @@ from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 from flax import struct
 
+from jaxrl_sys.agents.families.offline import (
+    Rows, gradient_steps, init_shards, load_transitions, shards_placement_problem,
+)
+from jaxrl_sys.agents.families.offline_networks import policy_mode
 from jaxrl_sys.agents.marwil.config import Config
 from jaxrl_sys.agents.marwil.losses import marwil_loss, updated_adv_norm
 from jaxrl_sys.agents.marwil.networks import PolicyNetwork, ValueNetwork, build_networks
 from jaxrl_sys.core import collectives
-from jaxrl_sys.core.config import ConfigError
-from jaxrl_sys.core.returns import episode_returns
-from jaxrl_sys.core.rollout import per_env_keys
 from jaxrl_sys.core.types import Box, BoundAgent, Env, EnvSpec, Metrics
-from jaxrl_sys.datasets.minari_format import DatasetError, read_dataset
-from jaxrl_sys.datasets.transitions import Transitions, from_episodes
+from jaxrl_sys.datasets.transitions import Transitions
 
 DEFAULT_ENV = "CartPole-v1"
 DEFAULT_EVAL_EPISODES = 16  # no episodes are played in training: evaluate greedily
@@ -54,23 +51,6 @@ class State:
     updates: jax.Array
 
 
-@struct.dataclass
-class Rows:
-    """Dataset rows: observations [..., *obs], actions and discounted returns-to-go."""
-
-    obs: jax.Array
-    actions: jax.Array
-    returns: jax.Array
-
-
-@struct.dataclass
-class DatasetShards:
-    """This device's shards: rows [S, R, ...] and the shards' global ids [S]."""
-
-    replay: Rows
-    env_ids: jax.Array
-
-
 @dataclasses.dataclass(frozen=True)
 class Agent(BoundAgent):
     """MARWIL's functions bound to one env, config and dataset, with its networks."""
@@ -78,77 +58,6 @@ class Agent(BoundAgent):
     policy_network: PolicyNetwork
     value_network: ValueNetwork
     data: Transitions  # the whole dataset, host arrays
-
-
-def load_transitions(config: Config, spec: EnvSpec) -> Transitions:
-    """The dataset `config` names as transitions, or ConfigError (one line) when it cannot be
-    read, was recorded in another env, or does not fit `spec`'s observations and actions."""
-    if not config.dataset:
-        raise ConfigError("this agent learns from a recorded dataset: --set dataset=PATH "
-                          "(a Minari dataset, which jaxrl-record writes from a run)")
-    try:
-        dataset = read_dataset(config.dataset)
-    except DatasetError as error:
-        raise ConfigError(str(error)) from None
-    if dataset.env_name is not None and dataset.env_name != spec.name:
-        raise ConfigError(f"{config.dataset} was recorded in {dataset.env_name}; the run names "
-                          f"{spec.name} (--env {dataset.env_name})")
-    data = from_episodes(dataset.episodes)
-    if tuple(data.obs.shape[1:]) != tuple(spec.obs_shape):
-        raise ConfigError(f"{config.dataset}: observations of shape {data.obs.shape[1:]}, "
-                          f"{spec.name}'s are {spec.obs_shape}")
-    if isinstance(spec.action_space, Box):
-        if tuple(data.actions.shape[1:]) != tuple(spec.action_space.shape):
-            raise ConfigError(f"{config.dataset}: actions of shape {data.actions.shape[1:]}, "
-                              f"{spec.name}'s are {spec.action_space.shape}")
-        actions = data.actions.astype(np.float32)
-    else:
-        if data.actions.ndim != 1 or not np.issubdtype(data.actions.dtype, np.integer):
-            raise ConfigError(f"{config.dataset}: {spec.name} takes one integer action per step")
-        if data.actions.min() < 0 or data.actions.max() >= spec.action_space.n:
-            raise ConfigError(f"{config.dataset}: actions outside 0..{spec.action_space.n - 1}")
-        actions = data.actions.astype(np.int32)
-    if data.size < config.shards:
-        raise ConfigError(f"{config.dataset}: {data.size} transitions, fewer than "
-                          f"shards={config.shards}")
-    return data.replace(actions=actions)
-
-
-def dealt_rows(data: Transitions, gamma: float, shards: int) -> Rows:
-    """The dataset's rows with their discounted returns-to-go (episodes end where they
-    terminate or are truncated; nothing is bootstrapped), dealt round-robin: row i goes to
-    shard i % shards. The last M % shards rows are left out. Leaves [shards, M // shards, ...]."""
-    returns, _ = episode_returns(jnp.asarray(data.rewards), jnp.asarray(data.terminated),
-                                 jnp.asarray(data.truncated), gamma)
-    rows = Rows(jnp.asarray(data.obs), jnp.asarray(data.actions), returns)
-    per_shard = data.size // shards
-
-    def deal(x: jax.Array) -> jax.Array:
-        x = x[:per_shard * shards].reshape(per_shard, shards, *x.shape[1:])
-        return jnp.swapaxes(x, 0, 1)
-
-    return jax.tree.map(deal, rows)
-
-
-def init_shards(data: Transitions, config: Config, key: jax.Array,
-                env_ids: jax.Array) -> DatasetShards:
-    """The shards of global ids `env_ids` [S]."""
-    del key
-    rows = dealt_rows(data, config.gamma, config.shards)
-    return DatasetShards(replay=jax.tree.map(lambda x: x[env_ids], rows), env_ids=env_ids)
-
-
-def sample_rows(shards: DatasetShards, key: jax.Array, per_shard: int) -> Rows:
-    """`per_shard` rows drawn uniformly (with replacement) from each shard, with the shard's
-    key (of its global id): [S * per_shard, ...]."""
-    size = shards.replay.returns.shape[1]
-
-    def one_shard(rows: Rows, shard_key: jax.Array) -> Rows:
-        picks = jax.random.randint(shard_key, (per_shard,), 0, size)
-        return jax.tree.map(lambda x: x[picks], rows)
-
-    sampled = jax.vmap(one_shard)(shards.replay, per_env_keys(key, shards.env_ids))
-    return jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), sampled)
 
 
 def build_optimizer(config: Config) -> optax.GradientTransformation:
@@ -186,42 +95,16 @@ def update(policy_network: PolicyNetwork, value_network: ValueNetwork,
     adv_norm_sq = updated_adv_norm(state.adv_norm_sq, batch_mean_sq, config.adv_norm_rate)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
+    metrics = {**metrics, "adv_norm": jnp.sqrt(adv_norm_sq)}
     return State(params, opt_state, adv_norm_sq, state.updates + 1), metrics
-
-
-def train_step(bound_update: Callable, config: Config, axis_name: Optional[str],
-               state: State, shards: DatasetShards,
-               key: jax.Array) -> tuple[State, DatasetShards, Metrics]:
-    """`updates_per_iteration` gradient steps, each on a fresh batch; no env steps, so no
-    episodes (the driver's greedy evaluation reports the return)."""
-    per_shard = config.batch_size // config.shards
-
-    def one_update(state: State, step_key: jax.Array):
-        sample_key, update_key = jax.random.split(step_key)
-        rows = sample_rows(shards, sample_key, per_shard)
-        return bound_update(state, rows, update_key)
-
-    state, metrics = jax.lax.scan(one_update, state,
-                                  jax.random.split(key, config.updates_per_iteration))
-    metrics = jax.tree.map(jnp.mean, metrics)
-    zero = jnp.zeros((), jnp.float32)
-    metrics.update(episode_return_sum=zero, episode_length_sum=zero, episode_count=zero,
-                   adv_norm=jnp.sqrt(state.adv_norm_sq))
-    del axis_name
-    return state, shards, metrics
 
 
 def policy_action(policy_network: PolicyNetwork, spec: EnvSpec, params: Any, obs: jax.Array,
                   key: jax.Array, greedy: bool = True) -> jax.Array:
-    """The policy's mode for observations [B, ...]: the most likely action [B], or the
-    Gaussian's mean clipped to the action bounds [B, D]; `key` and `greedy` are unused."""
+    """The policy's mode for observations [B, ...] (`families.offline_networks.policy_mode`);
+    `key` and `greedy` are unused."""
     del key, greedy
-    out, _ = policy_network.apply(params["policy"], obs)
-    if isinstance(spec.action_space, Box):
-        low = jnp.asarray(spec.action_space.low, jnp.float32)
-        high = jnp.asarray(spec.action_space.high, jnp.float32)
-        return jnp.clip(out.reshape(out.shape[0], *spec.action_space.shape), low, high)
-    return jnp.argmax(out, axis=-1).astype(jnp.int32)
+    return policy_mode(policy_network, spec, params["policy"], obs)
 
 
 def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent:
@@ -241,7 +124,7 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         functools.partial(init_shards, data, config),
         functools.partial(policy_action, policy_network, spec),
         bound_update,
-        functools.partial(train_step, bound_update, config, axis_name),
+        functools.partial(gradient_steps, bound_update, config),
         policy_network=policy_network, value_network=value_network, data=data)
 
 
@@ -252,7 +135,4 @@ def greedy_action(agent: Agent) -> Callable[..., jax.Array]:
 
 def placement_problem(config: Config, devices: int) -> Optional[str]:
     """Each device samples from whole shards: the shards must divide over the devices."""
-    if config.shards % devices:
-        return (f"shards={config.shards} does not divide over {devices} devices: each device "
-                "samples from whole shards of the dataset")
-    return None
+    return shards_placement_problem(config, devices)

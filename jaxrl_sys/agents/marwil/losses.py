@@ -11,26 +11,8 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-from jaxrl_sys.core.distributions import categorical_log_prob, gaussian_log_prob
+from jaxrl_sys.agents.families.offline_networks import action_log_probs
 from jaxrl_sys.core.types import Metrics
-
-
-def action_log_probs(policy_out: jax.Array, log_std: jax.Array, actions: jax.Array,
-                     continuous: bool) -> jax.Array:
-    """Log-likelihoods [B] of the data's actions under the policy.
-
-    Args:
-        policy_out: [B, A] logits, or [B, D] Gaussian means.
-        log_std: [D] log standard deviations (continuous actions; unused otherwise).
-        actions: [B] integer actions, or [B, D].
-        continuous: whether the actions are continuous.
-
-    Returns:
-        [B] log-probabilities (log-densities for continuous actions).
-    """
-    if continuous:
-        return gaussian_log_prob(policy_out, log_std, actions.reshape(policy_out.shape))
-    return categorical_log_prob(policy_out, actions)
 
 
 def advantage_weights(advantages: jax.Array, adv_norm_sq: jax.Array, beta: float,

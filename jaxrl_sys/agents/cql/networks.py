@@ -1,0 +1,31 @@
+"""CQL's Q-network: an MLP with one output per discrete action."""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from jaxrl_sys.core.config import ConfigError
+from jaxrl_sys.core.networks import MLP, Head
+from jaxrl_sys.core.types import Discrete, EnvSpec
+
+
+class QNetwork(nn.Module):
+    """Q-values [B, A] for observations [B, ...]."""
+
+    num_actions: int
+    hidden: tuple[int, ...]
+    activation: str
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> jax.Array:
+        return Head(self.num_actions)(MLP(self.hidden, self.activation)(obs.astype(jnp.float32)))
+
+
+def build_network(spec: EnvSpec, config) -> QNetwork:
+    """The Q-network for `spec`; ConfigError for continuous actions."""
+    if not isinstance(spec.action_space, Discrete):
+        raise ConfigError(f"cql takes discrete actions; {spec.name} has continuous actions "
+                          "(iql takes both)")
+    return QNetwork(spec.action_space.n, tuple(config.hidden), config.activation)
