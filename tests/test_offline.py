@@ -139,6 +139,33 @@ def test_reading_refuses_what_is_not_a_dataset(tmp_path):
         minari_format.check_dataset_id("no version")
 
 
+def test_a_replay_ring_reads_back_as_episodes_oldest_first():
+    """A full ring of 6 slots written up to slot 2 (oldest first: slots 2..5, 0, 1): an
+    episode that ends by termination, one the env reset after a truncation (next_obs is not
+    the next row's obs), and the ring's last row, cut off (truncated)."""
+    from jaxrl_sys.datasets.replay_export import replay_episodes
+
+    # time order: obs 0 1 2 | 10 11 | 20, next_obs 1 2 3(terminal) | 11 12(reset) | 21
+    obs_t = np.array([0, 1, 2, 10, 11, 20], np.float32)
+    next_t = np.array([1, 2, 3, 11, 12, 21], np.float32)
+    terminated_t = np.array([False, False, True, False, False, False])
+    slots = (2 + np.arange(6)) % 6  # where time step t was written
+    columns = dict(obs=obs_t[:, None], next_obs=next_t[:, None],
+                   action=np.arange(6, dtype=np.int32), reward=np.ones(6, np.float32),
+                   terminated=terminated_t)
+    data = {key: np.zeros((1, *value.shape), value.dtype) for key, value in columns.items()}
+    for key, value in columns.items():
+        data[key][0, slots] = value
+    first, second, third = replay_episodes(data, np.array([2]), np.array([6]))
+    assert first.observations[:, 0].tolist() == [0, 1, 2, 3]
+    assert first.terminations.tolist() == [False, False, True] and not first.truncations.any()
+    assert second.observations[:, 0].tolist() == [10, 11, 12]
+    assert second.truncations.tolist() == [False, True] and second.actions.tolist() == [3, 4]
+    assert third.observations[:, 0].tolist() == [20, 21] and third.truncations.tolist() == [True]
+    half = replay_episodes({k: v.copy() for k, v in data.items()}, np.array([3]), np.array([3]))
+    assert sum(len(e) for e in half) == 3  # a ring not yet full: slots 0..2 only
+
+
 def _episode(obs, actions, rewards, terminated, truncated) -> Episode:
     return Episode(np.asarray(obs, np.float32)[:, None], np.asarray(actions, np.int32),
                    np.asarray(rewards, np.float32), np.asarray(terminated, bool),
@@ -374,6 +401,8 @@ def test_a_run_is_recorded_and_cloned_from_the_command_line(capsys, tmp_path):
     assert greedy.metadata["jaxrl_sys"]["policy"] == "greedy" and len(greedy.episodes) == 3
     assert record_command.main([str(run_dir), "--episodes", "3", "--out", str(out)]) == 2
     assert "already exists" in capsys.readouterr().err
+    assert record_command.main([str(run_dir), "--from-replay", "--out", str(out)]) == 2
+    assert "keeps no replay of transitions" in capsys.readouterr().err
 
     offline = tmp_path / "offline"
     args = ["--agent", "bc", "--set", f"dataset={out / names[1]}", "--total-steps", "400",

@@ -45,6 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed-index", type=int, default=0,
                    help="which of the run's seeds plays (its index in the run's seeds)")
     p.add_argument("--batch", type=int, default=64, help="episodes played per device call")
+    p.add_argument("--from-replay", action="store_true",
+                   help="write the checkpoint's replay buffer instead (every transition the "
+                        "run stored up to it, as episodes); --episodes and --policy do not "
+                        "apply")
     return p
 
 
@@ -87,36 +91,62 @@ def record_run(args: argparse.Namespace) -> int:
     if not 0 <= args.seed_index < len(resolved.seeds):
         raise UsageError(f"--seed-index {args.seed_index}: the run has "
                          f"{len(resolved.seeds)} seed(s)")
-    name = args.name or default_name(resolved.env_name, resolved.spec.agent, args.policy)
+    kind = "replay" if args.from_replay else args.policy[0]
+    name = args.name or default_name(resolved.env_name, resolved.spec.agent,
+                                     ("replay", 0.0) if args.from_replay else args.policy)
     target = Path(args.out) / name
     if target.exists():
         raise UsageError(f"{target} already exists: pick another --name or --out")
 
     carry, record = saved.restore(args.chunk)
-    state = jax.tree.map(lambda x: x[args.seed_index], carry.agent_state)
-    kind, epsilon = args.policy
     chunk = int(record["chunk"])
-    env_steps = min((chunk + 1) * saved.loop.iters_per_chunk,
-                    resolved.config.num_iterations) * resolved.config.steps_per_iteration
-    policy, params = recording.behaviour_policy(resolved.module, saved.agent, state, kind,
-                                                epsilon, env_steps)
-    episodes = recording.record_episodes(saved.env, policy, params,
-                                         jax.random.PRNGKey(args.seed), args.episodes,
-                                         args.batch)
+    epsilon = args.policy[1]
+    if args.from_replay:
+        episodes = replay_dataset(carry, record, args.seed_index)
+    else:
+        state = jax.tree.map(lambda x: x[args.seed_index], carry.agent_state)
+        env_steps = min((chunk + 1) * saved.loop.iters_per_chunk,
+                        resolved.config.num_iterations) * resolved.config.steps_per_iteration
+        policy, params = recording.behaviour_policy(resolved.module, saved.agent, state, kind,
+                                                    epsilon, env_steps)
+        episodes = recording.record_episodes(saved.env, policy, params,
+                                             jax.random.PRNGKey(args.seed), args.episodes,
+                                             args.batch)
 
     returns = np.array([e.total_return for e in episodes])
     made_by = {"run": str(Path(args.run_dir).absolute()), "agent": resolved.spec.agent,
-               "chunk": int(record["chunk"]), "seed_index": args.seed_index,
+               "chunk": chunk, "seed_index": args.seed_index,
                "policy": kind, "epsilon": epsilon, "record_seed": args.seed,
                "mean_return": float(returns.mean())}
     path = write_dataset(args.out, name, episodes, spec, resolved.env_name, made_by,
                          f"{len(episodes)} episodes of {resolved.spec.agent}'s {kind} policy "
                          f"on {resolved.env_name}, recorded by jaxrl-record")
     steps = sum(len(e) for e in episodes)
+    what = "the replay buffer" if args.from_replay else f"{kind} policy"
     print(f"wrote {path}: {len(episodes)} episodes, {steps} steps, return "
-          f"{returns.mean():.1f} +- {returns.std():.1f} ({kind} policy, checkpoint after "
-          f"chunk {record['chunk']})")
+          f"{returns.mean():.1f} +- {returns.std():.1f} ({what}, checkpoint after chunk "
+          f"{chunk})")
     return 0
+
+
+def replay_dataset(carry, record: dict, seed_index: int) -> list:
+    """The episodes of seed `seed_index`'s replay in a restored carry, or a one-line refusal
+    when the agent keeps no transitions or the checkpoint was saved without them."""
+    import jax
+
+    from jaxrl_sys.datasets.replay_export import replay_episodes, replay_of
+
+    ring = replay_of(carry.env_state)
+    if ring is None:
+        raise UsageError("this run keeps no replay of transitions (obs, action, reward, "
+                         "terminated, next_obs): record its policy instead")
+    if not record.get("saved_replay", True):
+        raise UsageError("the checkpoint was saved without its replay (--no-save-replay)")
+    one = jax.device_get(jax.tree.map(lambda x: x[seed_index], ring))
+    episodes = replay_episodes(one.data, one.position, one.size)
+    if not episodes:
+        raise UsageError("the checkpoint's replay is empty")
+    return episodes
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
