@@ -1,6 +1,7 @@
-"""Conservative Q-learning for discrete actions on a recorded dataset held on device (the
-offline family's shards): DQN's Q-learning with a target network copied every
-`target_update_period` steps (double Q by default), plus CQL(H)'s penalty.
+"""Conservative Q-learning on a recorded dataset held on device (the offline family's
+shards). Discrete actions: DQN's Q-learning with a target network copied every
+`target_update_period` steps (double Q by default), plus CQL(H)'s penalty over every action.
+Continuous actions: SAC with CQL(H)'s sampled penalty (continuous.py).
 
     init(key) -> State
     init_envs(key, shard_ids) -> DatasetShards
@@ -20,6 +21,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
+from jaxrl_sys.agents.cql import continuous
 from jaxrl_sys.agents.cql.config import Config
 from jaxrl_sys.agents.cql.losses import cql_loss, q_targets
 from jaxrl_sys.agents.cql.networks import QNetwork, build_network
@@ -27,7 +29,7 @@ from jaxrl_sys.agents.families.offline import (
     Rows, gradient_steps, init_shards, load_transitions, shards_placement_problem,
 )
 from jaxrl_sys.core import collectives
-from jaxrl_sys.core.types import BoundAgent, Env, EnvSpec, Metrics
+from jaxrl_sys.core.types import BoundAgent, Box, Env, EnvSpec, Metrics
 from jaxrl_sys.datasets.transitions import Transitions
 
 DEFAULT_ENV = "CartPole-v1"
@@ -51,7 +53,7 @@ class State:
 class Agent(BoundAgent):
     """CQL's functions bound to one env, config and dataset, with its network."""
 
-    network: QNetwork
+    network: Any  # the QNetwork, or continuous.Networks
     data: Transitions  # the whole dataset, host arrays
 
 
@@ -90,17 +92,33 @@ def update(network: QNetwork, optimizer: optax.GradientTransformation, config: C
 
 
 def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent:
-    """Bind CQL to `env`, `config` and the dataset it names; `axis_name` is the device axis
-    gradients average over."""
+    """Bind CQL to `env`, `config` and the dataset it names (discrete or continuous actions);
+    `axis_name` is the device axis gradients average over."""
     config.validate()
     spec = env.spec
-    network = build_network(spec, config)
     data = load_transitions(config, spec)
+    if isinstance(spec.action_space, Box):
+        networks = continuous.build(spec, config)
+        optimizer = optax.adam(config.learning_rate)
+        bound_update = functools.partial(continuous.update, networks, optimizer, config,
+                                         axis_name)
+        init_fn = functools.partial(continuous.init, spec=spec, networks=networks,
+                                    optimizer=optimizer)
+
+        def act(params: Any, obs: jax.Array, key: jax.Array, greedy: bool = True) -> jax.Array:
+            """The squashed mean's actions [B, D]; `key` and `greedy` are unused."""
+            del key, greedy
+            return continuous.greedy_actions(networks, params, obs)
+
+        return Agent(config, spec, init_fn, functools.partial(init_shards, data, config), act,
+                     bound_update, functools.partial(gradient_steps, bound_update, config),
+                     network=networks, data=data)
+    network = build_network(spec, config)
     optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
                             optax.adam(config.learning_rate))
     bound_update = functools.partial(update, network, optimizer, config, axis_name)
 
-    def act(params: Any, obs: jax.Array, key: jax.Array, greedy: bool = True) -> jax.Array:
+    def greedy_q(params: Any, obs: jax.Array, key: jax.Array, greedy: bool = True) -> jax.Array:
         """argmax Q [B] for observations [B, ...]; `key` and `greedy` are unused."""
         del key, greedy
         return jnp.argmax(network.apply(params, obs), axis=-1).astype(jnp.int32)
@@ -108,12 +126,13 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
     return Agent(
         config, spec,
         functools.partial(init, spec=spec, network=network, optimizer=optimizer),
-        functools.partial(init_shards, data, config), act, bound_update,
+        functools.partial(init_shards, data, config), greedy_q, bound_update,
         functools.partial(gradient_steps, bound_update, config), network=network, data=data)
 
 
 def greedy_action(agent: Agent) -> Callable[..., jax.Array]:
-    """argmax Q for evaluation: actions [B] for observations [B, ...]."""
+    """The greedy policy for evaluation: argmax Q [B], or the actor's squashed mean [B, D],
+    for observations [B, ...]."""
     return lambda state, obs, key, legal=None, env_state=None: agent.act(state.params, obs, key)
 
 

@@ -8,7 +8,12 @@ from jaxrl_sys.agents.cql.config import Config
 from jaxrl_sys.core.config import Tuned, tuned_config
 from jaxrl_sys.core.types import DatasetRecipe, LearningPromise
 
-TUNED: tuple[Tuned, ...] = ()
+# continuous actions: the penalty's weight CORL and JAX-CORL run on D4RL's locomotion tasks
+TUNED: tuple[Tuned, ...] = (
+    Tuned("Pendulum-v1", dict(cql_alpha=5.0), "not measured: CORL's weight for continuous "
+          "actions"),
+    Tuned("brax:*", dict(cql_alpha=5.0), "not measured: CORL's weight for continuous actions"),
+)
 
 PROMISES: tuple[LearningPromise, ...] = (
     LearningPromise("CartPole-v1", 475.0, dataset=DatasetRecipe("ppo", "epsilon:0.3", 20)),

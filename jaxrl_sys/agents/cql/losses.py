@@ -64,3 +64,32 @@ def cql_loss(q: jax.Array, actions: jax.Array, targets: jax.Array,
     penalty = conservative_penalty(q, actions)
     return td + cql_alpha * penalty, {"td_loss": td, "cql_penalty": penalty,
                                       "q_mean": jnp.mean(taken)}
+
+
+def sampled_conservative_penalty(q_random: jax.Array, q_current: jax.Array,
+                                 log_pi_current: jax.Array, q_next: jax.Array,
+                                 log_pi_next: jax.Array, q_data: jax.Array,
+                                 action_dim: int) -> jax.Array:
+    """CQL(H) for continuous actions: logsumexp_a Q(s, a) estimated by importance sampling
+    from N uniform actions in [-1, 1]^D (density 0.5^D) and N actions of the policy at s and at
+    s' (densities pi), each sample's Q minus its log-density; minus Q(s, a_data); averaged
+    over the batch, summed over the twins.
+
+    Args:
+        q_random: [2, B, N] Q of uniform random actions at s.
+        q_current: [2, B, N] Q of the policy's actions at s.
+        log_pi_current: [B, N] their log-densities (no gradient flows through them).
+        q_next: [2, B, N] Q at s of the policy's actions at s'.
+        log_pi_next: [B, N] their log-densities.
+        q_data: [2, B] Q of the data's actions.
+        action_dim: D.
+
+    Returns:
+        The penalty (a scalar).
+    """
+    uniform_log_density = action_dim * jnp.log(0.5)
+    samples = jnp.concatenate([
+        q_random - uniform_log_density,
+        q_current - jax.lax.stop_gradient(log_pi_current)[None],
+        q_next - jax.lax.stop_gradient(log_pi_next)[None]], axis=-1)
+    return jnp.sum(jnp.mean(jax.nn.logsumexp(samples, axis=-1) - q_data, axis=-1))

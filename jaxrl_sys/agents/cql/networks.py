@@ -1,4 +1,5 @@
-"""CQL's Q-network: an MLP with one output per discrete action."""
+"""CQL's Q-network for discrete actions: an MLP with one output per action (for continuous
+actions CQL runs on SAC's actor and critics, continuous.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxrl_sys.core.config import ConfigError
 from jaxrl_sys.core.networks import MLP, Head
-from jaxrl_sys.core.types import Discrete, EnvSpec
+from jaxrl_sys.core.types import EnvSpec
 
 
 class QNetwork(nn.Module):
@@ -24,8 +24,5 @@ class QNetwork(nn.Module):
 
 
 def build_network(spec: EnvSpec, config) -> QNetwork:
-    """The Q-network for `spec`; ConfigError for continuous actions."""
-    if not isinstance(spec.action_space, Discrete):
-        raise ConfigError(f"cql takes discrete actions; {spec.name} has continuous actions "
-                          "(iql takes both)")
+    """The Q-network for `spec`'s discrete actions (continuous ones: continuous.py)."""
     return QNetwork(spec.action_space.n, tuple(config.hidden), config.activation)
