@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 
 import jax
 import jax.numpy as jnp
@@ -417,7 +418,7 @@ def test_record_refuses_bad_input_before_writing(capsys, tmp_path):
 def test_a_run_is_recorded_and_cloned_from_the_command_line(capsys, tmp_path):
     """train (PPO, a short run) -> jaxrl-record with each policy -> bc on the dataset: the
     files Minari reads, the metadata naming the run, and an offline run checkpointing
-    without its dataset."""
+    without its dataset that resumes exactly."""
     runs = tmp_path / "runs"
     assert train_command.main(["--agent", "ppo", "--total-steps", "8192", "--chunks", "2",
                                "--no-progress", "--run-root", str(runs)]) == 0
@@ -447,3 +448,20 @@ def test_a_run_is_recorded_and_cloned_from_the_command_line(capsys, tmp_path):
     assert "done: 400 steps/seed" in capsys.readouterr().out
     (offline_run,) = offline.iterdir()
     assert sorted(p.name for p in (offline_run / "checkpoints").iterdir()) == ["0", "1"]
+    # resumed after chunk 0 (the dataset read again, not restored), it ends where it ended
+    uninterrupted = _saved(offline_run)
+    shutil.rmtree(offline_run / "checkpoints" / "1")
+    assert train_command.main(["--resume", str(offline_run), "--no-progress"]) == 0
+    assert f"resuming {offline_run} after chunk 0" in capsys.readouterr().err
+    jax.tree.map(np.testing.assert_array_equal, uninterrupted, _saved(offline_run))
+
+
+def _saved(run_dir):
+    """The latest checkpoint's arrays of `run_dir`."""
+    from jaxrl_sys.runtime.checkpoint import Checkpointer
+
+    checkpointer = Checkpointer(run_dir, create=False)
+    try:
+        return checkpointer.read_raw()
+    finally:
+        checkpointer.close()
