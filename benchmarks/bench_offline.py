@@ -85,15 +85,17 @@ def load_peer(checkout: Path, algo: str) -> types.ModuleType:
     return module
 
 
-def theirs(peer: types.ModuleType, names: tuple, data, steps: int):
-    """(compiled call, its arguments, steps per call) of the peer's update."""
+def theirs(peer: types.ModuleType, names: tuple, data, steps: int, high: np.ndarray):
+    """(timed run, steps per call) of the peer's update; actions divided by the env's bound
+    `high` into D4RL's [-1, 1], which their policies assume."""
     _, config_name, create_name, algo_name = names
     config = getattr(peer, config_name)(batch_size=256, max_steps=max(steps, 1))
     assert tuple(config.hidden_dims) == (256, 256), config.hidden_dims  # their default
     if hasattr(config, "action_dim"):  # their __main__ sets it from the env
         config.action_dim = int(np.prod(data.actions.shape[1:]))
     peer.config = config  # their networks read the module's global config
-    columns = {"observations": data.obs, "actions": data.actions, "rewards": data.rewards,
+    columns = {"observations": data.obs, "actions": data.actions / high,
+               "rewards": data.rewards,
                "next_observations": data.next_obs, "dones": data.terminated,
                "dones_float": data.terminated | data.truncated}
     dataset = peer.Transition(**{field: jax.numpy.asarray(columns[field], np.float32)
@@ -152,12 +154,16 @@ def main() -> None:
     set_safe_cpu_flags()
 
     env = envs.make(args.env)
+    if not hasattr(env.spec.action_space, "low"):
+        raise SystemExit(f"{args.env} has discrete actions: JAX-CORL's IQL and CQL take "
+                         "continuous ones")
     rows = []
     for algo in args.algos.split(","):
         config = agents.load(algo).default_config(args.env)
         data = load_transitions(dataclasses.replace(config, dataset=args.dataset), env.spec)
         peer_run, peer_chunk = theirs(load_peer(args.jax_corl, ALGOS[algo][0]), ALGOS[algo],
-                                      data, args.steps)
+                                      data, args.steps,
+                                      np.asarray(env.spec.action_space.high, np.float32))
         our_run, our_chunk = ours(algo, args.env, args.dataset, args.steps)
         peer_calls = max(1, args.steps // peer_chunk)
         rates = {"ours": [], "theirs": []}

@@ -84,6 +84,44 @@ def test_recorded_episodes_are_the_episodes_evaluation_plays(cartpole):
         assert not (e.terminations[:-1].any() or e.truncations[:-1].any())
 
 
+def test_an_episode_is_the_same_in_whatever_batch_it_is_played(cartpole):
+    """Recorded with epsilon noise in batches of 2 or all 6 at once, episode i is the same;
+    and the episodes differ from one another (their noise follows their ids)."""
+    policy = recording.with_epsilon(lean_right, cartpole.spec, 0.5)
+    key = jax.random.PRNGKey(4)
+    apart = recording.record_episodes(cartpole, policy, None, key, 6, batch=2)
+    together = recording.record_episodes(cartpole, policy, None, key, 6, batch=6)
+    for a, b in zip(apart, together):
+        np.testing.assert_array_equal(a.actions, b.actions)
+        np.testing.assert_array_equal(a.observations, b.observations)
+    first_steps = [tuple(e.actions[:8]) for e in together]
+    assert len(set(first_steps)) == len(first_steps)
+
+
+def test_iql_bootstraps_truncated_rows_and_not_terminated_ones(cartpole):
+    """The critic loss of one row with its terminated flag flipped: different, since a
+    terminated row's target leaves out gamma V(s') and a truncated one keeps it."""
+    config = iql.Config(dataset="unused", hidden=(8,))
+    policy, value, critics = iql.build(cartpole.spec, config)
+    obs = jax.random.normal(jax.random.PRNGKey(0), (1, 4))
+    params = {"policy": policy.init(jax.random.PRNGKey(1), obs),
+              "value": value.init(jax.random.PRNGKey(2), obs),
+              "q": critics.init(jax.random.PRNGKey(3), obs)}
+
+    def critic_loss(terminated: bool) -> float:
+        rows = offline.Rows(obs, jnp.array([1]), jnp.array([1.0]), obs + 1.0,
+                            jnp.array([terminated]), jnp.array([0.0]))
+        _, metrics = iql.iql_loss(policy, value, critics, config, False, params, params["q"],
+                                  rows)
+        return float(metrics["critic_loss"])
+
+    q = np.asarray(critics.values(params["q"], obs, jnp.array([1])))[:, 0]
+    next_v = float(value.apply(params["value"], obs + 1.0)[0])
+    np.testing.assert_allclose(critic_loss(True), np.sum((q - 1.0) ** 2), rtol=1e-5)
+    np.testing.assert_allclose(critic_loss(False), np.sum((q - 1.0 - 0.99 * next_v) ** 2),
+                               rtol=1e-5)
+
+
 def test_epsilon_noise_is_uniform_over_legal_actions_and_clipped_for_boxes(cartpole):
     obs = jnp.zeros((4000, 4))
     always = recording.with_epsilon(lean_right, cartpole.spec, 1.0)
@@ -194,10 +232,11 @@ def test_rows_carry_returns_to_go_and_are_dealt_round_robin():
         _episode([10, 11, 12], [1, 1], [2, 4], [False, False], [False, True]),
     ])
     rows = offline.dealt_rows(data, gamma=0.5, shards=2)
-    # returns-to-go: 1 + 0.5 + 0.25, 1 + 0.5, 1 | 2 + 0.5 * 4, 4 (the last row is left out)
-    assert np.asarray(rows.returns).tolist() == [[1.75, 1.0], [1.5, 4.0]]
-    assert np.asarray(rows.obs)[..., 0].tolist() == [[0, 2], [1, 10]]
-    assert np.asarray(rows.actions).tolist() == [[0, 0], [1, 1]]
+    # returns-to-go of rows 0-4: 1 + 0.5 + 0.25, 1 + 0.5, 1 | 2 + 0.5 * 4, 4; five rows over
+    # two shards: rows 0, 2, 4 and 1, 3, then row 0 again (none left out)
+    assert np.asarray(rows.returns).tolist() == [[1.75, 1.0, 4.0], [1.5, 4.0, 1.75]]
+    assert np.asarray(rows.obs)[..., 0].tolist() == [[0, 2, 11], [1, 10, 0]]
+    assert np.asarray(rows.actions).tolist() == [[0, 0, 1], [1, 1, 0]]
 
 
 def test_shards_draw_the_same_rows_however_they_are_split():
@@ -365,8 +404,8 @@ def test_eight_devices_equal_one_device(name, env_name, scripted_dataset, pendul
     dataset = scripted_dataset[0] if env_name == "CartPole-v1" else pendulum_dataset
     config = dataclasses.replace(module.default_config(env_name), dataset=str(dataset),
                                  hidden=(32,), updates_per_iteration=5, batch_size=64)
-    if name == "cql":
-        config = dataclasses.replace(config, cql_samples=2)
+    if name == "cql":  # the target network copied within the chunk, twice
+        config = dataclasses.replace(config, cql_samples=2, target_update_period=4)
     agent = module.make(envs.make(env_name), config)
     results = []
     for devices in (1, 8):
@@ -439,6 +478,17 @@ def test_a_run_is_recorded_and_cloned_from_the_command_line(capsys, tmp_path):
     assert "already exists" in capsys.readouterr().err
     assert record_command.main([str(run_dir), "--from-replay", "--out", str(out)]) == 2
     assert "keeps no replay of transitions" in capsys.readouterr().err
+    # a DQN run's replay (every step it stored: 2 chunks of 32 envs x 32 steps) as episodes
+    assert train_command.main(["--agent", "dqn", "--total-steps", "2048", "--chunks", "2",
+                               "--set", "learning_starts=512", "--no-progress",
+                               "--run-root", str(tmp_path / "dqn")]) == 0
+    (dqn_run,) = (tmp_path / "dqn").iterdir()
+    assert record_command.main([str(dqn_run), "--from-replay", "--out", str(out),
+                                "--name", "dqn-replay-v0"]) == 0
+    replayed = minari_format.read_dataset(out / "dqn-replay-v0")
+    assert sum(len(e) for e in replayed.episodes) == 2048
+    assert replayed.metadata["jaxrl_sys"]["policy"] == "replay"
+    capsys.readouterr()
 
     offline = tmp_path / "offline"
     args = ["--agent", "bc", "--set", f"dataset={out / names[1]}", "--total-steps", "400",

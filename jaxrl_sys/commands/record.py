@@ -115,9 +115,11 @@ def record_run(args: argparse.Namespace) -> int:
 
     returns = np.array([e.total_return for e in episodes])
     made_by = {"run": str(Path(args.run_dir).absolute()), "agent": resolved.spec.agent,
-               "chunk": chunk, "seed_index": args.seed_index,
-               "policy": kind, "epsilon": epsilon, "record_seed": args.seed,
+               "chunk": chunk, "seed_index": args.seed_index, "policy": kind,
+               # a replay's first episodes may begin mid-way: its mean is of what was stored
                "mean_return": float(returns.mean())}
+    if not args.from_replay:
+        made_by.update(epsilon=epsilon, record_seed=args.seed)
     path = write_dataset(args.out, name, episodes, spec, resolved.env_name, made_by,
                          f"{len(episodes)} episodes of {resolved.spec.agent}'s {kind} policy "
                          f"on {resolved.env_name}, recorded by jaxrl-record")

@@ -14,6 +14,8 @@ import contextlib
 import dataclasses
 import os
 import re
+import shutil
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence, Union
@@ -70,10 +72,18 @@ def _datasets_root(root: Path) -> Iterator[None]:
 
 
 def gymnasium_spaces(spec: EnvSpec) -> tuple[Any, Any]:
-    """The Gymnasium observation and action spaces Minari records for `spec`."""
+    """The Gymnasium observation and action spaces Minari records for `spec` (integer and
+    bool observations bounded by their dtype)."""
     from gymnasium import spaces
 
-    observation = spaces.Box(-np.inf, np.inf, spec.obs_shape, np.dtype(spec.obs_dtype))
+    dtype = np.dtype(spec.obs_dtype)
+    if dtype == np.bool_:
+        low, high = 0, 1
+    elif np.issubdtype(dtype, np.integer):
+        low, high = np.iinfo(dtype).min, np.iinfo(dtype).max
+    else:
+        low, high = -np.inf, np.inf
+    observation = spaces.Box(low, high, spec.obs_shape, dtype)
     if isinstance(spec.action_space, Box):
         action = spaces.Box(np.asarray(spec.action_space.low, np.float32),
                             np.asarray(spec.action_space.high, np.float32),
@@ -106,22 +116,33 @@ def write_dataset(root: Union[str, Path], dataset_id: str, episodes: Sequence[Ep
 
     check_dataset_id(dataset_id)
     root = Path(root).absolute()
-    if (root / dataset_id).exists():
-        raise DatasetError(f"{root / dataset_id} already exists: pick another --name or --out")
+    target = root / dataset_id
+    if target.exists():
+        raise DatasetError(f"{target} already exists: pick another --name or --out")
+    if any(len(e) == 0 for e in episodes) or not episodes:
+        raise DatasetError("a dataset needs at least one episode, each of at least one step")
     observation_space, action_space = gymnasium_spaces(spec)
     buffers = [EpisodeBuffer(id=i, observations=e.observations, actions=e.actions,
                              rewards=list(e.rewards), terminations=list(e.terminations),
                              truncations=list(e.truncations), infos={})
                for i, e in enumerate(episodes)]
-    root.mkdir(parents=True, exist_ok=True)
-    with _datasets_root(root), warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # Minari's notes on unset optional fields
-        dataset = minari.create_dataset_from_buffers(
-            dataset_id, buffers, observation_space=observation_space,
-            action_space=action_space, algorithm_name=str(made_by.get("agent", "")),
-            author="jaxrl_sys", description=description, data_format="hdf5")
-        dataset.storage.update_metadata({METADATA_KEY: {"env": env_name, **made_by}})
-    return root / dataset_id
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # written under a scratch root beside it and moved into place whole: an interrupted
+    # write leaves no half-written dataset for a reader (or a rerun) to find
+    scratch = Path(tempfile.mkdtemp(prefix=".writing-", dir=target.parent))
+    try:
+        with _datasets_root(scratch), warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # Minari's notes on optional fields
+            dataset = minari.create_dataset_from_buffers(
+                dataset_id, buffers, observation_space=observation_space,
+                action_space=action_space, algorithm_name=str(made_by.get("agent", "")),
+                author="jaxrl_sys", description=description, data_format="hdf5",
+                jpeg_encoding=False)
+            dataset.storage.update_metadata({METADATA_KEY: {"env": env_name, **made_by}})
+        (scratch / dataset_id).rename(target)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return target
 
 
 def dataset_directory(path_or_id: Union[str, Path]) -> Path:
@@ -159,15 +180,23 @@ def read_dataset(path_or_id: Union[str, Path]) -> Dataset:
         raise DatasetError(f"{directory}: not a readable Minari dataset "
                            f"({type(error).__name__}: {error})") from None
     episodes = []
-    for data in dataset.iterate_episodes():
-        if isinstance(data.observations, dict) or isinstance(data.actions, dict):
-            raise DatasetError(f"{directory}: dictionary observations or actions are not "
-                               "supported; arrays only")
-        episodes.append(Episode(
-            observations=np.asarray(data.observations), actions=np.asarray(data.actions),
-            rewards=np.asarray(data.rewards, np.float32),
-            terminations=np.asarray(data.terminations, bool),
-            truncations=np.asarray(data.truncations, bool)))
+    try:
+        for data in dataset.iterate_episodes():
+            if not all(isinstance(x, np.ndarray) for x in (data.observations, data.actions)):
+                raise DatasetError(f"{directory}: dictionary or tuple observations or actions "
+                                   "are not supported; arrays only")
+            if len(data.rewards) == 0:
+                raise DatasetError(f"{directory}: episode {data.id} has no steps")
+            episodes.append(Episode(
+                observations=np.asarray(data.observations), actions=np.asarray(data.actions),
+                rewards=np.asarray(data.rewards, np.float32),
+                terminations=np.asarray(data.terminations, bool),
+                truncations=np.asarray(data.truncations, bool)))
+    except DatasetError:
+        raise
+    except Exception as error:  # a corrupt file fails in many ways while it is read
+        raise DatasetError(f"{directory}: unreadable episodes ({type(error).__name__}: "
+                           f"{error})") from None
     if not episodes:
         raise DatasetError(f"{directory}: the dataset has no episodes")
     metadata = dict(dataset.storage.metadata)

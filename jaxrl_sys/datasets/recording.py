@@ -9,14 +9,14 @@ truncations [T] kept apart.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_sys.core.evaluation import Policy, stateful
-from jaxrl_sys.core.rollout import legal_actions, reset_envs, step_envs
+from jaxrl_sys.core.rollout import legal_actions, per_env_keys, reset_envs, step_envs
 from jaxrl_sys.core.types import Box, Env, EnvSpec, RecurrentPolicy
 
 
@@ -56,11 +56,25 @@ jax.tree_util.register_dataclass(
     meta_fields=[])
 
 
+class KeyedPolicy(RecurrentPolicy):
+    """A recording policy whose randomness is drawn per row from the row's episode id:
+    `step(params, memory, obs, starts, key, episode_ids=None, **context)`, `episode_ids` [B]
+    (`record_steps` passes them; without them, the rows' indices), so that an episode's noise
+    does not depend on the batch it is played in."""
+
+
+def row_keys(key: jax.Array, batch: int, episode_ids: Optional[jax.Array]) -> jax.Array:
+    """One key per row [B]: `key` folded with each row's episode id (its index without)."""
+    ids = jnp.arange(batch, dtype=jnp.int32) if episode_ids is None else episode_ids
+    return per_env_keys(key, ids)
+
+
 def with_epsilon(policy: Union[Policy, RecurrentPolicy], spec: EnvSpec,
-                 epsilon: float) -> RecurrentPolicy:
+                 epsilon: float) -> KeyedPolicy:
     """`policy` with exploration noise: a uniformly random (legal) action with probability
     `epsilon` for discrete actions; for a `Box`, Gaussian noise of standard deviation
-    `epsilon` times the half-range added to the action, clipped to the bounds.
+    `epsilon` times the half-range added to the action, clipped to the bounds. Each row's
+    noise comes from its episode id.
 
     Args:
         policy: the policy to perturb.
@@ -68,34 +82,43 @@ def with_epsilon(policy: Union[Policy, RecurrentPolicy], spec: EnvSpec,
         epsilon: the noise's size, in [0, 1].
 
     Returns:
-        The perturbed policy, as a `RecurrentPolicy`.
+        The perturbed policy.
     """
     recurrent = stateful(policy)
 
-    def step(params, memory, obs, starts, key, **context):
-        """The policy's actions [B, ...], perturbed."""
-        policy_key, noise_key, pick_key = jax.random.split(key, 3)
+    def step(params, memory, obs, starts, key, episode_ids=None, **context):
+        """The policy's actions [B, ...], perturbed row by row."""
+        policy_key, noise_key = jax.random.split(key)
         actions, memory = recurrent.step(params, memory, obs, starts, policy_key, **context)
+        keys = row_keys(noise_key, obs.shape[0], episode_ids)
         if isinstance(spec.action_space, Box):
             low = jnp.asarray(spec.action_space.low, jnp.float32)
             high = jnp.asarray(spec.action_space.high, jnp.float32)
-            noise = jax.random.normal(noise_key, actions.shape) * epsilon * (high - low) / 2
+            normal = jax.vmap(lambda k: jax.random.normal(k, actions.shape[1:]))(keys)
+            noise = normal * epsilon * (high - low) / 2
             return jnp.clip(actions + noise, low, high).astype(actions.dtype), memory
         legal = context.get("legal")
         if legal is None:
             legal = jnp.ones((actions.shape[0], spec.action_space.n), bool)
-        random = jax.random.categorical(noise_key, jnp.where(legal, 0.0, -jnp.inf))
-        explore = jax.random.uniform(pick_key, actions.shape) < epsilon
-        return jnp.where(explore, random.astype(actions.dtype), actions), memory
 
-    return RecurrentPolicy(initial=recurrent.initial, step=step)
+        def perturbed(k: jax.Array, action: jax.Array, allowed: jax.Array) -> jax.Array:
+            """A random allowed action with probability epsilon, else `action`."""
+            pick_key, random_key = jax.random.split(k)
+            random = jax.random.categorical(random_key, jnp.where(allowed, 0.0, -jnp.inf))
+            return jnp.where(jax.random.uniform(pick_key) < epsilon,
+                             random.astype(action.dtype), action)
+
+        return jax.vmap(perturbed)(keys, actions, legal), memory
+
+    return KeyedPolicy(initial=recurrent.initial, step=step)
 
 
 def record_steps(env: Env, policy: Union[Policy, RecurrentPolicy], params: Any,
                  key: jax.Array, episode_ids: jax.Array) -> RecordedSteps:
     """`max_episode_steps` steps of one env per id in `episode_ids` [N], acting with `policy`
-    (called as `core.evaluation.evaluate` calls it), so every env's first episode ends
-    within them. Episodes are keyed by id, as evaluation's are. Jittable.
+    (called as `core.evaluation.evaluate` calls it; a `KeyedPolicy` also gets the ids), so
+    every env's first episode ends within them. Episodes are keyed by id, as evaluation's are:
+    an episode is the same in whatever batch it is played. Jittable.
 
     Args:
         env: the env (auto-resetting, with `final_observation` in its info).
@@ -118,6 +141,8 @@ def record_steps(env: Env, policy: Union[Policy, RecurrentPolicy], params: Any,
         context = {"env_state": vstate.env_state}
         if hasattr(env, "legal_actions"):
             context["legal"] = legal_actions(env, vstate.env_state)
+        if isinstance(policy, KeyedPolicy):
+            context["episode_ids"] = vstate.env_ids
         actions, memory = policy.step(params, vstate.memory, vstate.obs, vstate.starts,
                                       act_key, **context)
         next_vstate, result = step_envs(env, vstate, actions, step_key)
@@ -212,15 +237,19 @@ def behaviour_policy(module: Any, agent: Any, agent_state: Any, kind: str, epsil
     if fns.initial_memory is not None:
         raise RecordingError("the sampled policy is recorded for feed-forward agents only")
 
-    def sampled(params, obs, key, legal=None, env_state=None):
-        """The exploring policy's actions [B] (each row's key from its row index)."""
-        del legal, env_state
-        ids = jnp.arange(obs.shape[0], dtype=jnp.int32)
-        keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(ids)
-        actions, _ = fns.act(params, obs, keys, jnp.int32(env_steps), ids)
-        return actions
+    def sampled(params, memory, obs, starts, key, episode_ids=None, legal=None,
+                env_state=None):
+        """The exploring policy's actions [B], each row's key from its episode id, and the
+        id's env lane in training (`env id mod num_envs`: per-env exploration such as
+        Ape-X's epsilons stays within what training used)."""
+        del starts, legal, env_state
+        ids = (jnp.arange(obs.shape[0], dtype=jnp.int32) if episode_ids is None
+               else episode_ids)
+        actions, _ = fns.act(params, obs, row_keys(key, obs.shape[0], ids),
+                             jnp.int32(env_steps), ids % fns.num_envs)
+        return actions, memory
 
-    return stateful(sampled), fns.actor_params(agent_state)
+    return KeyedPolicy(initial=lambda batch: None, step=sampled), fns.actor_params(agent_state)
 
 
 def record_episodes(env: Env, policy: Union[Policy, RecurrentPolicy], params: Any,
@@ -238,9 +267,13 @@ def record_episodes(env: Env, policy: Union[Policy, RecurrentPolicy], params: An
     Returns:
         The episodes, in id order.
     """
-    play = jax.jit(lambda ids: record_steps(env, policy, params, key, ids))
+    if env.spec.max_episode_steps < 1:
+        raise RecordingError(f"{env.spec.name} has no episode bound (max_episode_steps "
+                             f"{env.spec.max_episode_steps}): recording plays episodes to "
+                             "their end within it")
+    play = jax.jit(lambda state, ids: record_steps(env, policy, state, key, ids))
     episodes: list[Episode] = []
     for start in range(0, count, batch):
         ids = jnp.arange(start, start + batch, dtype=jnp.int32)
-        episodes += first_episodes(jax.device_get(play(ids)))
+        episodes += first_episodes(jax.device_get(play(params, ids)))
     return episodes[:count]

@@ -249,8 +249,13 @@ def run_case(
     if case.dataset is not None and not config.dataset:
         if load_agent is None:
             raise ValueError(f"{case.name} learns from a recorded dataset: pass load_agent")
-        root = Path(datasets_root or tempfile.mkdtemp(prefix="jaxrl_sys_datasets_"))
-        path = recorded_dataset(case.dataset, case.env, load_agent, registry, root)
+        if datasets_root is None:  # a scratch directory, removed once the case has run
+            with tempfile.TemporaryDirectory(prefix="jaxrl_sys_datasets_") as scratch:
+                return run_case(case, agent_module, registry, seeds, setting=setting,
+                                num_devices=num_devices, on_chunk=on_chunk,
+                                stop_when_reached=stop_when_reached, load_agent=load_agent,
+                                datasets_root=Path(scratch))
+        path = recorded_dataset(case.dataset, case.env, load_agent, registry, datasets_root)
         config = dataclasses.replace(config, dataset=str(path))
     iters, num_chunks = chunking(config.num_iterations, case.chunks)  # as train.py chunks
     steps_per_chunk = iters * config.steps_per_iteration

@@ -28,6 +28,7 @@ class Config(OfflineConfig):
     # (uniform, the policy's at s, the policy's at s') for the penalty's logsumexp
     tau: float = 0.005
     cql_samples: int = 10
+    backup_entropy: bool = False  # the critics' target with SAC's -alpha log pi term
 
     def validate(self) -> None:
         """Reject values that cannot work, with one line naming the field."""

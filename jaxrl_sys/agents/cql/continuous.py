@@ -2,7 +2,9 @@
 (the off-policy actor-critic family's actor and losses, twin critics with Polyak targets,
 automatic entropy tuning) trained on the dataset, plus `cql_alpha` times the sampled
 conservative penalty on each critic (`losses.sampled_conservative_penalty`, `cql_samples`
-actions of each kind per state)."""
+actions of each kind per state). The critics' target leaves out the entropy term unless
+`backup_entropy` (CQL's reference code and CORL's default); the actor's, the critics' and
+log alpha's gradients are clipped to `max_grad_norm` each."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from jaxrl_sys.agents.cql.losses import sampled_conservative_penalty
 from jaxrl_sys.agents.families.continuous_control import (
     Critic, global_noise, init_twin_critics, to_env_units, to_unit_box, twin_q_values,
 )
-from jaxrl_sys.agents.families.offline import Rows
+from jaxrl_sys.agents.families.offline import Rows, clip_per_network
 from jaxrl_sys.agents.families.soft_actor import Actor, tanh_gaussian_sample
 from jaxrl_sys.agents.families.soft_actor_losses import (
     actor_loss, alpha_loss, critic_loss, soft_target,
@@ -100,9 +102,10 @@ def cql_sac_loss(networks: Networks, config: Config, axis_name: Optional[str],
     frozen_actor = jax.lax.stop_gradient(params.actor)
     next_a, next_log_prob = tanh_gaussian_sample(*actor.apply(frozen_actor, next_obs),
                                                  noise(next_key))
+    # CQL's reference code and CORL back up without the entropy term unless asked
     target = soft_target(rows.rewards, rows.terminated,
                          twin_q_values(critic, target_critic, next_obs, next_a),
-                         next_log_prob, alpha, config.gamma, 1.0)
+                         next_log_prob, alpha * config.backup_entropy, config.gamma, 1.0)
     q_data = twin_q_values(critic, params.critic, obs,
                            to_unit_box(rows.actions.reshape(batch, dim), networks.low,
                                        networks.high))
@@ -145,6 +148,7 @@ def update(networks: Networks, optimizer: optax.GradientTransformation, config: 
 
     grads, metrics = jax.grad(loss, has_aux=True)(state.params)
     grads, metrics = collectives.pmean((grads, metrics), axis_name)
+    grads = clip_per_network(grads, config.max_grad_norm)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     target = optax.incremental_update(params.critic, state.target_critic, config.tau)

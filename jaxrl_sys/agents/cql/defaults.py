@@ -21,5 +21,6 @@ PROMISES: tuple[LearningPromise, ...] = (
 
 
 def default_config(env_name: str) -> Config:
-    """The CQL config for `env_name`: `Config`'s defaults."""
+    """The CQL config for `env_name`: `Config`'s defaults with its tuned entry's overrides
+    (`cql_alpha` 5 for continuous actions)."""
     return tuned_config(Config(), TUNED, env_name)

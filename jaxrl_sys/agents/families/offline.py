@@ -11,7 +11,7 @@ The shards are the env state's `replay`: `--no-save-replay` leaves them out of c
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
@@ -152,7 +152,8 @@ def load_transitions(config: OfflineConfig, spec: EnvSpec) -> Transitions:
 def dealt_rows(data: Transitions, gamma: float, shards: int) -> Rows:
     """The dataset's rows with their discounted returns-to-go (episodes end where they
     terminate or are truncated; nothing is bootstrapped), dealt round-robin: row i goes to
-    shard i % shards. The last M % shards rows are left out.
+    shard i % shards. Where M does not divide, the deal goes on from the first rows again, so
+    no row is left out and fewer than `shards` rows are held twice.
 
     Args:
         data: the transitions (M rows).
@@ -160,16 +161,17 @@ def dealt_rows(data: Transitions, gamma: float, shards: int) -> Rows:
         shards: the number of shards.
 
     Returns:
-        The rows, leaves [shards, M // shards, ...].
+        The rows, leaves [shards, ceil(M / shards), ...].
     """
     returns, _ = episode_returns(jnp.asarray(data.rewards), jnp.asarray(data.terminated),
                                  jnp.asarray(data.truncated), gamma)
     rows = Rows(jnp.asarray(data.obs), jnp.asarray(data.actions), jnp.asarray(data.rewards),
                 jnp.asarray(data.next_obs), jnp.asarray(data.terminated), returns)
-    per_shard = data.size // shards
+    per_shard = -(-data.size // shards)
+    order = np.arange(per_shard * shards) % data.size
 
     def deal(x: jax.Array) -> jax.Array:
-        x = x[:per_shard * shards].reshape(per_shard, shards, *x.shape[1:])
+        x = x[order].reshape(per_shard, shards, *x.shape[1:])
         return jnp.swapaxes(x, 0, 1)
 
     return jax.tree.map(deal, rows)
@@ -245,13 +247,13 @@ def gradient_steps(update: Callable, config: OfflineConfig, state, shards: Datas
     return state, shards, metrics
 
 
-def clip_per_network(grads: dict, max_norm: float) -> dict:
-    """Each network's gradient (each value of `grads`) scaled to a global norm of at most
+def clip_per_network(grads: Any, max_norm: float) -> Any:
+    """Each network's gradient (each entry of `grads`) scaled to a global norm of at most
     `max_norm` on its own, so that one network's large gradient does not shrink another's
     (the networks of an offline agent have separate losses).
 
     Args:
-        grads: {network name: its gradient tree}.
+        grads: {network name: its gradient tree}, or a NamedTuple of them.
         max_norm: the largest norm of each network's gradient.
 
     Returns:
@@ -262,7 +264,9 @@ def clip_per_network(grads: dict, max_norm: float) -> dict:
         scale = jnp.minimum(1.0, max_norm / (norm + 1e-6))
         return jax.tree.map(lambda g: g * scale, tree)
 
-    return {name: clip(tree) for name, tree in grads.items()}
+    if isinstance(grads, dict):
+        return {name: clip(tree) for name, tree in grads.items()}
+    return type(grads)(*(clip(tree) for tree in grads))
 
 
 def shards_placement_problem(config: OfflineConfig, devices: int) -> Optional[str]:

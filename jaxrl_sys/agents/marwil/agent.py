@@ -24,7 +24,8 @@ import optax
 from flax import struct
 
 from jaxrl_sys.agents.families.offline import (
-    Rows, gradient_steps, init_shards, load_transitions, shards_placement_problem,
+    Rows, clip_per_network, gradient_steps, init_shards, load_transitions,
+    shards_placement_problem,
 )
 from jaxrl_sys.agents.families.offline_networks import policy_mode
 from jaxrl_sys.agents.marwil.config import Config
@@ -61,9 +62,8 @@ class Agent(BoundAgent):
 
 
 def build_optimizer(config: Config) -> optax.GradientTransformation:
-    """Adam with the gradient's global norm clipped."""
-    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
-                       optax.adam(config.learning_rate))
+    """Adam (each network's gradient is clipped on its own before it, `update`)."""
+    return optax.adam(config.learning_rate)
 
 
 def init(key: jax.Array, spec: EnvSpec, config: Config, policy_network: PolicyNetwork,
@@ -91,6 +91,7 @@ def update(policy_network: PolicyNetwork, value_network: ValueNetwork,
     grads, (metrics, advantages) = jax.grad(loss_fn, has_aux=True)(
         state.params, rows, state.adv_norm_sq)
     grads, metrics = collectives.pmean((grads, metrics), axis_name)
+    grads = clip_per_network(grads, config.max_grad_norm)
     batch_mean_sq = collectives.pmean(jnp.mean(jnp.square(advantages)), axis_name)
     adv_norm_sq = updated_adv_norm(state.adv_norm_sq, batch_mean_sq, config.adv_norm_rate)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
