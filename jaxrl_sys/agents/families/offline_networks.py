@@ -1,6 +1,7 @@
 """The offline agents' shared networks: a policy (logits for discrete actions; a Gaussian's
 mean and state-independent log standard deviation for continuous ones, in env units) with its
-log-likelihood of the data's actions and its mode, and a state-value network."""
+log-likelihood of the data's actions and its mode, a state-value network, and per-action
+Q-values for discrete actions."""
 
 from __future__ import annotations
 
@@ -29,6 +30,19 @@ class PolicyNetwork(nn.Module):
         out = Head(self.action_size, scale=0.01)(x)
         log_std = self.param("log_std", nn.initializers.zeros, (self.action_size,))
         return out, log_std if self.continuous else jnp.zeros((0,))
+
+
+class ActionValues(nn.Module):
+    """Q-values [B, A] of every discrete action for observations [B, ...] (IQL's critics and
+    CQL's Q-network for discrete actions)."""
+
+    num_actions: int
+    hidden: tuple[int, ...]
+    activation: str
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> jax.Array:
+        return Head(self.num_actions)(MLP(self.hidden, self.activation)(obs.astype(jnp.float32)))
 
 
 class ValueNetwork(nn.Module):

@@ -6,28 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from jaxrl_sys.agents.families.continuous_control import Critic, to_unit_box
 from jaxrl_sys.agents.families.offline_networks import (
-    PolicyNetwork, ValueNetwork, build_networks,
+    ActionValues, PolicyNetwork, ValueNetwork, build_networks,
 )
-from jaxrl_sys.core.networks import MLP, Head
 from jaxrl_sys.core.types import Box, EnvSpec
-
-
-class ActionValues(nn.Module):
-    """Q-values [B, A] of every discrete action for observations [B, ...]."""
-
-    num_actions: int
-    hidden: tuple[int, ...]
-    activation: str
-
-    @nn.compact
-    def __call__(self, obs: jax.Array) -> jax.Array:
-        return Head(self.num_actions)(MLP(self.hidden, self.activation)(obs.astype(jnp.float32)))
 
 
 class TwinCritics:
