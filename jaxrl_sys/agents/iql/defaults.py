@@ -10,8 +10,11 @@ from jaxrl_sys.core.types import DatasetRecipe, LearningPromise
 
 TUNED: tuple[Tuned, ...] = ()
 
+# CartPole from 20 of PPO's episodes with a random action one step in three; Pendulum from 20
+# of SAC's shipped run's sampled episodes (continuous actions)
 PROMISES: tuple[LearningPromise, ...] = (
     LearningPromise("CartPole-v1", 475.0, dataset=DatasetRecipe("ppo", "epsilon:0.3", 20)),
+    LearningPromise("Pendulum-v1", -200.0, dataset=DatasetRecipe("sac", "sampled", 20)),
 )
 
 
