@@ -191,7 +191,8 @@ def bootstrap_values(network: Network, params: Any, obs_stats: Optional[obs_norm
     `final_observation`), where episodes ended [T, B], and the observations after the last
     step [B, ...]. Where no episode ended, the reached state is the next step's, whose value
     acting already took; where one ended, the critic values it here, in one batched pass over
-    the rollout. The same bits as valuing every reached state in its step (tested)."""
+    the rollout. Equal to valuing every reached state in its step up to float32 rounding
+    (the batched matrix product may round differently on some CPUs; tested)."""
     steps, envs = values.shape
     flat = reached.reshape(steps * envs, *reached.shape[2:])
     at_ends = state_values(network, params, obs_norm.normalize(obs_stats, flat))
