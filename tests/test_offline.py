@@ -5,6 +5,7 @@ BC's losses on hand-made numbers, N devices equal one, and the commands' refusal
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 
@@ -392,30 +393,77 @@ def pendulum_dataset(tmp_path_factory):
                                        "Pendulum-v1", {"agent": "scripted"}, "a test's data")
 
 
-@pytest.mark.parametrize("name, env_name", [
-    ("marwil", "CartPole-v1"), ("bc", "CartPole-v1"), ("iql", "CartPole-v1"),
-    ("cql", "CartPole-v1"), ("iql", "Pendulum-v1"), ("cql", "Pendulum-v1")])
-def test_eight_devices_equal_one_device(name, env_name, scripted_dataset, pendulum_dataset):
+@pytest.mark.parametrize("name, env_name, online_rollout", [
+    ("marwil", "CartPole-v1", 0), ("bc", "CartPole-v1", 0), ("iql", "CartPole-v1", 0),
+    ("cql", "CartPole-v1", 0), ("iql", "Pendulum-v1", 0), ("cql", "Pendulum-v1", 0),
+    ("iql", "Pendulum-v1", 3), ("cql", "CartPole-v1", 3)])
+def test_eight_devices_equal_one_device(name, env_name, online_rollout, scripted_dataset,
+                                        pendulum_dataset):
     """A chunk of gradient steps on 8 devices (one shard each) ends with the parameters of
-    the same chunk on one device."""
+    the same chunk on one device; online, with the same envs and rings too."""
     from jaxrl_sys import agents
 
     module = agents.load(name)
     dataset = scripted_dataset[0] if env_name == "CartPole-v1" else pendulum_dataset
     config = dataclasses.replace(module.default_config(env_name), dataset=str(dataset),
-                                 hidden=(32,), updates_per_iteration=5, batch_size=64)
+                                 hidden=(32,), updates_per_iteration=5, batch_size=64,
+                                 online_rollout=online_rollout, online_buffer=64)
     if name == "cql":  # the target network copied within the chunk, twice
-        config = dataclasses.replace(config, cql_samples=2, target_update_period=4)
+        config = dataclasses.replace(config, cql_samples=2, target_update_period=4,
+                                     online_epsilon=0.5)
     agent = module.make(envs.make(env_name), config)
     results = []
     for devices in (1, 8):
         runner = place(*placement_fns(agent), num_envs=config.num_envs, num_devices=devices,
                        iters_per_chunk=2)
         carry = runner.init(np.asarray([0]))
-        carry, _ = runner.run_chunk(carry)
-        results.append(jax.device_get(carry.agent_state))
+        carry, metrics = runner.run_chunk(carry)
+        results.append(jax.device_get((carry.agent_state, carry.env_state.online, metrics)))
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=5e-5, atol=5e-6), *results)
-    assert int(results[0].updates[0]) == 10
+    assert int(results[0][0].updates[0]) == 10
+    if online_rollout:  # every shard stepped its env twice `online_rollout` times
+        assert np.asarray(results[0][1].ring.size).tolist() == [[2 * online_rollout] * 8]
+
+
+def test_online_draws_are_uniform_over_the_dataset_and_the_filled_ring():
+    """A shard with 6 dataset rows and 2 of its ring's 4 rows filled draws each of those 8
+    rows an eighth of the time, and never an unfilled ring row."""
+    from jaxrl_sys.agents.families.online_tuning import draw_with_ring
+    from jaxrl_sys.core import replay
+
+    dataset_rows = {"obs": jnp.arange(6, dtype=jnp.float32)[:, None]}
+    ring = replay.init({"obs": jnp.zeros((1,), jnp.float32)}, 1, 4)
+    for value in (100.0, 101.0):
+        ring = replay.add(ring, {"obs": jnp.full((1, 1), value)})
+    one_ring = jax.tree.map(lambda x: x[0], ring)
+    drawn = np.asarray(draw_with_ring(dataset_rows, one_ring, jax.random.PRNGKey(0),
+                                      40_000)["obs"][:, 0])
+    values, counts = np.unique(drawn, return_counts=True)
+    assert values.tolist() == [0, 1, 2, 3, 4, 5, 100, 101]
+    np.testing.assert_allclose(counts / drawn.size, 1 / 8, atol=5 * np.sqrt(1 / 8 / 40_000))
+
+
+def test_online_rings_hold_the_steps_with_the_observations_they_reached(cartpole,
+                                                                         scripted_dataset):
+    """Each shard's ring row t is its env's step t: the observation acted on is the one the
+    previous row reached unless that step ended an episode (then a reset one), and a
+    CartPole step pays 1."""
+    config = dataclasses.replace(iql.default_config("CartPole-v1"),
+                                 dataset=str(scripted_dataset[0]), online_rollout=40,
+                                 online_buffer=8 * 64, hidden=(8,))
+    agent = iql.make(cartpole, config, axis_name=None)
+    state = agent.init(jax.random.PRNGKey(0))
+    shards = agent.init_envs(jax.random.PRNGKey(1), jnp.arange(8, dtype=jnp.int32))
+    _, shards, metrics = jax.jit(agent.train_step)(state, shards, jax.random.PRNGKey(2))
+    ring = jax.device_get(shards.online.ring)
+    assert ring.size.tolist() == [40] * 8
+    rows = jax.tree.map(lambda x: x[:, :40], ring.data)
+    ended = rows.terminated[:, :-1] | (np.abs(rows.next_obs[:, :-1, 0]) > 2.4)
+    ended |= np.abs(rows.next_obs[:, :-1, 2]) > 0.2095
+    same = np.all(rows.obs[:, 1:] == rows.next_obs[:, :-1], axis=-1)
+    assert np.all(same | ended) and not np.all(same)
+    assert np.all(rows.rewards == 1.0) and rows.terminated.any()
+    assert float(metrics["episode_count"]) == rows.terminated.sum()
 
 
 def test_an_offline_run_is_refused_in_one_line_without_its_dataset(capsys, tmp_path,
@@ -437,6 +485,57 @@ def test_an_offline_run_is_refused_in_one_line_without_its_dataset(capsys, tmp_p
         err = capsys.readouterr().err.strip()
         assert code == 2 and len(err.splitlines()) == 1 and expected in err, (args, err)
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+def test_a_fine_tuning_run_starts_from_the_offline_runs_learner(capsys, tmp_path,
+                                                                  scripted_dataset):
+    """iql offline (2 x 100 gradient steps), then `--init-from` it online: the new run goes
+    on from the saved learner (its step counters continue), plays episodes, and keeps its own
+    checkpoints; what does not fit is refused in one line before anything is created."""
+    from jaxrl_sys.runtime.checkpoint import Checkpointer
+
+    common = ["--agent", "iql", "--env", "CartPole-v1", "--set",
+              f"dataset={scripted_dataset[0]}", "--set", "hidden=16", "--chunks", "2",
+              "--eval-episodes", "0", "--no-progress"]
+    assert train_command.main([*common, "--total-steps", "200", "--run-root",
+                               str(tmp_path / "offline")]) == 0
+    (source,) = (tmp_path / "offline").iterdir()
+    tuned_root = tmp_path / "online"
+    assert train_command.main([*common, "--total-steps", "400", "--run-root", str(tuned_root),
+                               "--set", "online_rollout=5", "--init-from", str(source)]) == 0
+    (tuned,) = tuned_root.iterdir()
+
+    def saved(run_dir):
+        checkpointer = Checkpointer(run_dir, create=False)
+        try:
+            return checkpointer.read_raw()["agent_state"]
+        finally:
+            checkpointer.close()
+
+    before, after = saved(source), saved(tuned)
+    assert int(before["updates"][0]) == 200 and int(after["updates"][0]) == 600
+    assert int(after["opt_state"][0]["count"][0]) == 600  # Adam's own count went on too
+    records = [json.loads(line) for line in (tuned / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["mean_return"] is not None  # the shards' envs finished episodes
+    capsys.readouterr()
+
+    refused_root = tmp_path / "refused"
+    for args, expected in [
+        (["--init-from", str(tmp_path / "none")], "no run directory at"),
+        (["--init-from", str(source), "--agent", "cql"], "is a iql run; this run is cql"),
+        (["--init-from", str(source), "--env", "Acrobot-v1"],
+         "trained on CartPole-v1; this run names Acrobot-v1"),
+        (["--init-from", str(source), "--set", "hidden=32"], "the two runs' networks differ"),
+        (["--init-from", str(source), "--seeds", "2"], "trained 1 seed(s); this run has 2"),
+        (["--agent", "marwil", "--set", "online_rollout=4"],
+         "offline-to-online fine-tuning is iql's and cql's"),
+    ]:
+        code = train_command.main([*common, "--total-steps", "100", "--run-root",
+                                   str(refused_root), *args])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and len(err.splitlines()) == 1 and expected in err, (args, err)
+    assert not refused_root.exists()
 
 
 def test_record_refuses_bad_input_before_writing(capsys, tmp_path):

@@ -57,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-save-replay", action="store_true",
                    help="leave replay buffers out of checkpoints (smaller; resumed runs then "
                         "start with empty replay and are no longer exact)")
+    p.add_argument("--init-from", default=None, metavar="RUN_DIR",
+                   help="start from the latest learner state of the run in RUN_DIR (same agent "
+                        "and env), with fresh envs and replay: e.g. an offline iql or cql run "
+                        "fine-tuned online with --set online_rollout=N")
     p.add_argument("--resume", default=None, metavar="RUN_DIR",
                    help="continue the run in RUN_DIR from its latest checkpoint, with the "
                         "flags it was started with")
@@ -121,6 +125,7 @@ def spec_of(args: argparse.Namespace):
         actor_devices=args.actor_devices, sweep=tuple(args.sweep), samples=args.samples,
         sweep_batching=args.sweep_batching, pbt=args.pbt, pbt_interval=args.pbt_interval,
         pbt_quantile=args.pbt_quantile, pbt_resample=args.pbt_resample, halving=args.halving,
+        init_from=args.init_from,
     )
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Protocol, Union, runtime_checkable
 
 from jaxrl_sys.core.types import AgentDef, HostAgentDef
-from jaxrl_sys.runtime.checkpoint import CheckpointError
+from jaxrl_sys.runtime.checkpoint import CHECKPOINT_DIR, CheckpointError
 from jaxrl_sys.runtime.cli import UsageError
 from jaxrl_sys.runtime.execution import PlacementError, check_placement
 from jaxrl_sys.runtime.host.placement import HostLayout
@@ -69,6 +69,9 @@ class RunSpec:
     pbt_quantile: float = 0.25  # the bottom quantile copies members of the top one
     pbt_resample: float = 0.25  # probability that an explored value is drawn afresh
     halving: int = 0  # successive halving: keep the best 1/halving at each rung; 0: off
+    # a run of the same agent and env whose latest learner state this run starts from (its
+    # envs, replay and key fresh): offline-to-online fine-tuning, or a warm start
+    init_from: Optional[str] = None
 
     def check(self) -> None:
         """Refuse counts that cannot work, with one line naming the field."""
@@ -251,7 +254,12 @@ def resolve(spec: RunSpec, load_agent: Callable[[str], AgentDef],
         eval_episodes = 0 if host else module.DEFAULT_EVAL_EPISODES
     if host:
         _check_host(spec, module, config, processes)
+        if spec.init_from is not None:
+            raise UsageError("--init-from starts device-loop runs; host-loop envs (gymnasium:, "
+                             "envpool:) keep their learner in the host loop's own checkpoint")
     else:
+        if spec.init_from is not None and saved_run is None:
+            _check_init_from(spec, env_name)
         if spec.actor_threads != 1 or spec.actor_devices is not None:
             raise UsageError("--actor-threads and --actor-devices are for host-loop envs "
                              "(gymnasium:, envpool:); the device loop acts on every device")
@@ -293,6 +301,25 @@ def refuse_memory_without_a_core(agent: str, module: AgentDef,
         recurrent = agents_that(load_agent, lambda a: a.MEMORY != "none")
         raise UsageError(f"--set memory=...: agent {agent!r} cannot take a memory torso"
                          + _naming("recurrent agents", recurrent))
+
+
+def _check_init_from(spec: RunSpec, env_name: str) -> None:
+    """The run `--init-from` names exists, trained this agent on this env, and has a
+    checkpoint; whether its learner state fits is checked when it is read
+    (`session.learner_from`)."""
+    if spec.sweep:
+        raise UsageError("--init-from starts single runs, not sweeps")
+    source = load_spec(spec.init_from)
+    record = read_run_record(spec.init_from)
+    source_env = record.get("env", source.env)
+    if source.agent != spec.agent:
+        raise UsageError(f"--init-from {spec.init_from} is a {source.agent} run; this run is "
+                         f"{spec.agent} (--agent {source.agent})")
+    if source_env != env_name:
+        raise UsageError(f"--init-from {spec.init_from} trained on {source_env}; this run "
+                         f"names {env_name} (--env {source_env})")
+    if not [p for p in (Path(spec.init_from) / CHECKPOINT_DIR).glob("*") if p.name.isdigit()]:
+        raise UsageError(f"--init-from {spec.init_from} has no checkpoint yet")
 
 
 def host_layout(spec: RunSpec, config: Any, processes: int = 1) -> Any:

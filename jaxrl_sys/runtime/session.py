@@ -32,6 +32,7 @@ from jaxrl_sys.runtime.run_spec import EnvRegistry, ResolvedRun, RunSpec, UsageE
     save_run_file
 from jaxrl_sys.runtime.run_spec import load_spec
 from jaxrl_sys.runtime.wandb_log import WandbSink
+from jaxrl_sys.runtime.warm_start import learner_from
 
 _IMPORTED_AT = time.perf_counter()
 
@@ -227,6 +228,8 @@ def run(spec: RunSpec, load_agent: Callable[[str], Any], registry: EnvRegistry, 
     resolved = resolve(spec, load_agent, registry, saved_run=resume,
                        processes=group.num_processes if multi else 1)
     if multi:
+        if spec.init_from is not None:
+            raise UsageError("--init-from starts runs in one process (no --coordinator)")
         if spec.devices % group.num_processes:
             raise UsageError(f"--devices {spec.devices} does not divide over "
                              f"{group.num_processes} processes")
@@ -237,6 +240,9 @@ def run(spec: RunSpec, load_agent: Callable[[str], Any], registry: EnvRegistry, 
     enable_compile_cache()
     main_process = distributed.is_main_process()
     loop, _, _ = make_loop(resolved, registry)
+    start = None
+    if resume is None and spec.init_from is not None:  # before the run directory is made
+        start = learner_from(spec.init_from, loop.template())
 
     if resume is not None:
         run_dir = Path(resume)
@@ -259,7 +265,7 @@ def run(spec: RunSpec, load_agent: Callable[[str], Any], registry: EnvRegistry, 
                       num_chunks=loop.num_chunks, main_process=main_process, threshold=threshold,
                       process_start=_IMPORTED_AT if process_start is None else process_start)
     try:
-        carry = session.restore(loop.template) if resume is not None else None
+        carry = session.restore(loop.template) if resume is not None else start
         result = loop.train(session.on_chunk, session.on_checkpoint, spec.checkpoint_every,
                             carry=carry, start_chunk=session.start_chunk)
     except driver.NonFiniteError as error:

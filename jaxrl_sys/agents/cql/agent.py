@@ -26,8 +26,10 @@ from jaxrl_sys.agents.cql.config import Config
 from jaxrl_sys.agents.cql.losses import cql_loss, q_targets
 from jaxrl_sys.agents.cql.networks import QNetwork, build_network
 from jaxrl_sys.agents.families.offline import (
-    Rows, gradient_steps, init_shards, load_transitions, shards_placement_problem,
+    Rows, gradient_steps, init_shards, load_transitions, online_collector,
+    shards_placement_problem,
 )
+from jaxrl_sys.agents.families.q_learning import epsilon_greedy
 from jaxrl_sys.core import collectives
 from jaxrl_sys.core.types import BoundAgent, Box, Env, EnvSpec, Metrics
 from jaxrl_sys.datasets.transitions import Transitions
@@ -110,8 +112,14 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
             del key, greedy
             return continuous.greedy_actions(networks, params, obs)
 
-        return Agent(config, spec, init_fn, functools.partial(init_shards, data, config), act,
-                     bound_update, functools.partial(gradient_steps, bound_update, config),
+        def explore(state: continuous.ContinuousState, obs: jax.Array,
+                    keys: jax.Array) -> jax.Array:
+            """Online, the shards' envs act by the actor's squashed draws (a key per env)."""
+            return continuous.sampled_actions(networks, state.params, obs, keys)
+
+        return Agent(config, spec, init_fn,
+                     functools.partial(init_shards, data, config, online_env=env), act,
+                     bound_update, _train_step(bound_update, config, env, explore, axis_name),
                      network=networks, data=data)
     network = build_network(spec, config)
     optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
@@ -123,11 +131,22 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         del key, greedy
         return jnp.argmax(network.apply(params, obs), axis=-1).astype(jnp.int32)
 
+    def explore(state: State, obs: jax.Array, keys: jax.Array) -> jax.Array:
+        """Online, the shards' envs act epsilon-greedily (`online_epsilon`, a key per env)."""
+        return epsilon_greedy(network, state.params, obs, keys, epsilon=config.online_epsilon)
+
     return Agent(
         config, spec,
         functools.partial(init, spec=spec, network=network, optimizer=optimizer),
-        functools.partial(init_shards, data, config), greedy_q, bound_update,
-        functools.partial(gradient_steps, bound_update, config), network=network, data=data)
+        functools.partial(init_shards, data, config, online_env=env), greedy_q, bound_update,
+        _train_step(bound_update, config, env, explore, axis_name), network=network, data=data)
+
+
+def _train_step(bound_update: Callable, config: Config, env: Env, explore: Callable,
+                axis_name: Optional[str]) -> Callable:
+    """`updates_per_iteration` gradient steps, after the shards' env steps online."""
+    return functools.partial(gradient_steps, bound_update, config,
+                             collect_online=online_collector(env, explore, config, axis_name))
 
 
 def greedy_action(agent: Agent) -> Callable[..., jax.Array]:

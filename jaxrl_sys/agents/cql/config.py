@@ -29,6 +29,8 @@ class Config(OfflineConfig):
     tau: float = 0.005
     cql_samples: int = 10
     backup_entropy: bool = False  # the critics' target with SAC's -alpha log pi term
+    # online fine-tuning with discrete actions: the epsilon of the shards' epsilon-greedy envs
+    online_epsilon: float = 0.05
 
     def validate(self) -> None:
         """Reject values that cannot work, with one line naming the field."""
@@ -38,5 +40,7 @@ class Config(OfflineConfig):
         check_at_least(self, 1, "target_update_period", "cql_samples")
         if not 0.0 < self.tau <= 1.0:
             raise ConfigError(f"tau must be in (0, 1], got {self.tau}")
+        if not 0.0 <= self.online_epsilon <= 1.0:
+            raise ConfigError(f"online_epsilon must be in [0, 1], got {self.online_epsilon}")
         check_choice(self, "activation", ACTIVATIONS)
         check_layer_widths(self, "hidden")

@@ -19,6 +19,7 @@ from jaxrl_sys.agents.cql.config import Config
 from jaxrl_sys.agents.cql.losses import sampled_conservative_penalty
 from jaxrl_sys.agents.families.continuous_control import (
     Critic, global_noise, init_twin_critics, to_env_units, to_unit_box, twin_q_values,
+    white_noise,
 )
 from jaxrl_sys.agents.families.offline import Rows, clip_per_network
 from jaxrl_sys.agents.families.soft_actor import Actor, tanh_gaussian_sample
@@ -159,3 +160,12 @@ def greedy_actions(networks: Networks, params: Trainable, obs: jax.Array) -> jax
     """The squashed mean's actions [B, D] in env units for observations [B, ...]."""
     mean, _ = networks.actor.apply(params.actor, obs.astype(jnp.float32))
     return to_env_units(jnp.tanh(mean), networks.low, networks.high)
+
+
+def sampled_actions(networks: Networks, params: Trainable, obs: jax.Array,
+                    keys: jax.Array) -> jax.Array:
+    """The actor's squashed draws [B, D] in env units for observations [B, ...], one key per
+    row [B] (online fine-tuning's exploration)."""
+    mean, log_std = networks.actor.apply(params.actor, obs.astype(jnp.float32))
+    unit, _ = tanh_gaussian_sample(mean, log_std, white_noise(keys, networks.action_dim))
+    return to_env_units(unit, networks.low, networks.high)

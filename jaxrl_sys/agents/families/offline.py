@@ -5,12 +5,14 @@ online agent's envs are, each shard's draws keyed by its global id (so N devices
 batch one device draws), and the iteration of `updates_per_iteration` gradient steps.
 
 The shards are the env state's `replay`: `--no-save-replay` leaves them out of checkpoints
-(they are the dataset, read again on resume).
+(they are the dataset, read again on resume). With `online_rollout` > 0 the shards also step
+envs and keep what they saw (`families.online_tuning`): offline-to-online fine-tuning.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Callable, Optional
 
 import jax
@@ -24,7 +26,10 @@ from jaxrl_sys.core.config import (
 )
 from jaxrl_sys.core.returns import episode_returns
 from jaxrl_sys.core.rollout import per_env_keys
-from jaxrl_sys.core.types import Box, EnvSpec, Metrics
+from jaxrl_sys.agents.families.online_tuning import (
+    Explore, OnlineRows, collect, draw_with_ring, init_online,
+)
+from jaxrl_sys.core.types import Box, Env, EnvSpec, Metrics
 from jaxrl_sys.datasets.minari_format import DatasetError, read_dataset
 from jaxrl_sys.datasets.transitions import Transitions, from_episodes
 
@@ -45,6 +50,11 @@ class OfflineConfig(RolloutBudget):
     learning_rate: float = 1e-3
     max_grad_norm: float = 10.0
     gamma: float = 0.99
+    # offline-to-online (IQL and CQL): env steps each shard takes per iteration with the
+    # exploring policy, kept in a ring of `online_buffer` rows (over all shards) that is drawn
+    # from together with the dataset; 0 learns from the dataset alone
+    online_rollout: int = 0
+    online_buffer: int = 100_000
 
     @property
     def num_envs(self) -> int:
@@ -84,6 +94,10 @@ class OfflineConfig(RolloutBudget):
         check_positive(self, "learning_rate", "max_grad_norm")
         if not 0.0 <= self.gamma <= 1.0:
             raise ConfigError(f"gamma must be in [0, 1], got {self.gamma}")
+        check_at_least(self, 0, "online_rollout")
+        if self.online_rollout and self.online_buffer < self.shards:
+            raise ConfigError(f"online_buffer={self.online_buffer} holds fewer rows than "
+                              f"shards={self.shards}")
 
 
 @struct.dataclass
@@ -100,10 +114,12 @@ class Rows:
 
 @struct.dataclass
 class DatasetShards:
-    """This device's shards: rows [S, R, ...] and the shards' global ids [S]."""
+    """This device's shards: rows [S, R, ...], the shards' global ids [S], and with
+    `online_rollout` their envs and rings (None offline)."""
 
     replay: Rows
     env_ids: jax.Array
+    online: Optional[OnlineRows] = None
 
 
 def load_transitions(config: OfflineConfig, spec: EnvSpec) -> Transitions:
@@ -178,21 +194,26 @@ def dealt_rows(data: Transitions, gamma: float, shards: int) -> Rows:
 
 
 def init_shards(data: Transitions, config: OfflineConfig, key: jax.Array,
-                env_ids: jax.Array) -> DatasetShards:
+                env_ids: jax.Array, online_env: Optional[Env] = None) -> DatasetShards:
     """The shards of global ids `env_ids` (an agent's `init_envs`).
 
     Args:
         data: the transitions.
-        config: the agent's config (`gamma`, `shards`).
-        key: unused (the data is not random).
+        config: the agent's config (`gamma`, `shards`, `online_rollout`, `online_buffer`).
+        key: resets the shards' envs online (the data is not random).
         env_ids: [S] int32 global shard ids.
+        online_env: the env the shards step when `online_rollout` > 0.
 
     Returns:
         The shards, rows [S, R, ...].
     """
-    del key
-    rows = dealt_rows(data, config.gamma, config.shards)
-    return DatasetShards(replay=jax.tree.map(lambda x: x[env_ids], rows), env_ids=env_ids)
+    rows = jax.tree.map(lambda x: x[env_ids], dealt_rows(data, config.gamma, config.shards))
+    online = None
+    if config.online_rollout:
+        example = jax.tree.map(lambda x: x[0, 0], rows)
+        online = init_online(online_env, example, config.online_buffer // config.shards, key,
+                             env_ids)
+    return DatasetShards(replay=rows, env_ids=env_ids, online=online)
 
 
 def sample_rows(shards: DatasetShards, key: jax.Array, per_shard: int) -> Rows:
@@ -208,32 +229,82 @@ def sample_rows(shards: DatasetShards, key: jax.Array, per_shard: int) -> Rows:
         The rows, leaves [S * per_shard, ...].
     """
     size = shards.replay.returns.shape[1]
+    shard_keys = per_env_keys(key, shards.env_ids)
 
     def one_shard(rows: Rows, shard_key: jax.Array) -> Rows:
         picks = jax.random.randint(shard_key, (per_shard,), 0, size)
         return jax.tree.map(lambda x: x[picks], rows)
 
-    sampled = jax.vmap(one_shard)(shards.replay, per_env_keys(key, shards.env_ids))
+    if shards.online is None:
+        sampled = jax.vmap(one_shard)(shards.replay, shard_keys)
+    else:
+        sampled = jax.vmap(draw_with_ring, in_axes=(0, 0, 0, None))(
+            shards.replay, shards.online.ring, shard_keys, per_shard)
     return jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), sampled)
 
 
+def online_row(obs: jax.Array, actions: jax.Array, rewards: jax.Array, next_obs: jax.Array,
+               terminated: jax.Array) -> Rows:
+    """An env step's rows [S, ...] for the rings (no return-to-go: zero).
+
+    Args:
+        obs: [S, ...] observations acted on.
+        actions: [S, ...] actions taken.
+        rewards: [S] rewards.
+        next_obs: [S, ...] the observations reached (before any reset).
+        terminated: [S] bool episode ends with no bootstrap.
+
+    Returns:
+        The rows.
+    """
+    return Rows(obs, actions, rewards, next_obs, terminated, jnp.zeros_like(rewards))
+
+
+def online_collector(env: Env, explore: Explore, config: OfflineConfig,
+                     axis_name: Optional[str]) -> Callable:
+    """`collect(state, online, key) -> (online, episode sums)` for `gradient_steps`: each
+    shard's `online_rollout` env steps with `explore`.
+
+    Args:
+        env: the env the dataset names.
+        explore: the agent's exploring policy.
+        config: the agent's config.
+        axis_name: the device axis the episode sums add over.
+
+    Returns:
+        The collector.
+    """
+    return functools.partial(collect, env, explore, config.online_rollout, online_row,
+                             axis_name)
+
+
 def gradient_steps(update: Callable, config: OfflineConfig, state, shards: DatasetShards,
-                   key: jax.Array) -> tuple[object, DatasetShards, Metrics]:
+                   key: jax.Array, collect_online: Optional[Callable] = None
+                   ) -> tuple[object, DatasetShards, Metrics]:
     """An offline agent's `train_step`: `updates_per_iteration` calls of
-    `update(state, rows, key) -> (state, metrics)`, each on a fresh batch; no env steps, so
-    no episodes (the driver's greedy evaluation reports the return).
+    `update(state, rows, key) -> (state, metrics)`, each on a fresh batch. Offline no env
+    steps, so no episodes (the driver's greedy evaluation reports the return); online the
+    shards first step their envs (`collect_online`, from `online_collector`).
 
     Args:
         update: one gradient step.
         config: the agent's config.
         state: the learner state.
-        shards: this device's shards (returned unchanged).
+        shards: this device's shards (returned unchanged offline).
         key: a PRNG key.
+        collect_online: the shards' env steps, when the shards have envs.
 
     Returns:
-        The state, the shards, and the steps' mean metrics (with zero episode counts).
+        The state, the shards, and the steps' mean metrics with the episodes' sums (zero
+        offline).
     """
     per_shard = config.batch_size // config.shards
+    zero = jnp.zeros((), jnp.float32)
+    episodes = dict(episode_return_sum=zero, episode_length_sum=zero, episode_count=zero)
+    if shards.online is not None:
+        collect_key, key = jax.random.split(key)
+        online, episodes = collect_online(state, shards.online, collect_key)
+        shards = shards.replace(online=online)
 
     def one_update(state, step_key: jax.Array):
         sample_key, update_key = jax.random.split(step_key)
@@ -242,8 +313,7 @@ def gradient_steps(update: Callable, config: OfflineConfig, state, shards: Datas
     state, metrics = jax.lax.scan(one_update, state,
                                   jax.random.split(key, config.updates_per_iteration))
     metrics = jax.tree.map(jnp.mean, metrics)
-    zero = jnp.zeros((), jnp.float32)
-    metrics.update(episode_return_sum=zero, episode_length_sum=zero, episode_count=zero)
+    metrics.update(episodes)
     return state, shards, metrics
 
 

@@ -10,7 +10,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl_sys.core.distributions import categorical_log_prob, gaussian_log_prob
+from jaxrl_sys.core.distributions import (
+    categorical_log_prob, categorical_sample, gaussian_log_prob,
+)
 from jaxrl_sys.core.networks import MLP, Head
 from jaxrl_sys.core.types import Box, EnvSpec
 
@@ -111,3 +113,29 @@ def policy_mode(policy_network: PolicyNetwork, spec: EnvSpec, policy_params,
         high = jnp.asarray(spec.action_space.high, jnp.float32)
         return jnp.clip(out.reshape(out.shape[0], *spec.action_space.shape), low, high)
     return jnp.argmax(out, axis=-1).astype(jnp.int32)
+
+
+def policy_sample(policy_network: PolicyNetwork, spec: EnvSpec, policy_params,
+                  obs: jax.Array, keys: jax.Array) -> jax.Array:
+    """Actions drawn from the policy for observations [B, ...], one key per row [B]: a
+    categorical draw [B], or the Gaussian's draw clipped to the action bounds [B, *shape]
+    (the exploring policy of offline-to-online fine-tuning).
+
+    Args:
+        policy_network: the policy.
+        spec: the env's spec (its action space).
+        policy_params: the policy's parameters.
+        obs: [B, ...] observations.
+        keys: [B] PRNG keys.
+
+    Returns:
+        The actions.
+    """
+    out, log_std = policy_network.apply(policy_params, obs)
+    if isinstance(spec.action_space, Box):
+        noise = jax.vmap(lambda k: jax.random.normal(k, out.shape[1:]))(keys)
+        low = jnp.asarray(spec.action_space.low, jnp.float32)
+        high = jnp.asarray(spec.action_space.high, jnp.float32)
+        drawn = out + jnp.exp(log_std) * noise
+        return jnp.clip(drawn.reshape(out.shape[0], *spec.action_space.shape), low, high)
+    return jax.vmap(categorical_sample)(keys, out).astype(jnp.int32)

@@ -25,10 +25,12 @@ import optax
 from flax import struct
 
 from jaxrl_sys.agents.families.offline import (
-    Rows, clip_per_network, gradient_steps, init_shards, load_transitions,
+    Rows, clip_per_network, gradient_steps, init_shards, load_transitions, online_collector,
     shards_placement_problem,
 )
-from jaxrl_sys.agents.families.offline_networks import action_log_probs, policy_mode
+from jaxrl_sys.agents.families.offline_networks import (
+    action_log_probs, policy_mode, policy_sample,
+)
 from jaxrl_sys.agents.iql.config import Config
 from jaxrl_sys.agents.iql.losses import (
     awr_policy_loss, critic_targets, expectile_loss, twin_critic_loss,
@@ -129,12 +131,17 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         del key, greedy
         return policy_mode(policy_network, spec, params["policy"], obs)
 
+    def explore(state: State, obs: jax.Array, keys: jax.Array) -> jax.Array:
+        """Online, the shards' envs act by the policy's draws (one key per env [S])."""
+        return policy_sample(policy_network, spec, state.params["policy"], obs, keys)
+
     return Agent(
         config, spec,
         functools.partial(init, spec=spec, policy_network=policy_network,
                           value_network=value_network, critics=critics, optimizer=optimizer),
-        functools.partial(init_shards, data, config), act, bound_update,
-        functools.partial(gradient_steps, bound_update, config),
+        functools.partial(init_shards, data, config, online_env=env), act, bound_update,
+        functools.partial(gradient_steps, bound_update, config,
+                          collect_online=online_collector(env, explore, config, axis_name)),
         policy_network=policy_network, value_network=value_network, critics=critics, data=data)
 
 

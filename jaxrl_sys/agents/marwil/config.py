@@ -30,6 +30,9 @@ class Config(OfflineConfig):
     def validate(self) -> None:
         """Reject values that cannot work, with one line naming the field."""
         self.validate_offline()
+        if self.online_rollout:
+            raise ConfigError("marwil and bc learn from the dataset alone (online_rollout=0); "
+                              "offline-to-online fine-tuning is iql's and cql's")
         check_positive(self, "adv_norm_start", "max_weight")
         check_unit_interval(self, "adv_norm_rate")
         if self.beta < 0 or self.value_loss_weight < 0:
