@@ -310,6 +310,9 @@ def _check_init_from(spec: RunSpec, env_name: str) -> None:
     if spec.sweep:
         raise UsageError("--init-from starts single runs, not sweeps")
     source = load_spec(spec.init_from)
+    if source.sweep:
+        raise UsageError(f"--init-from {spec.init_from} is a sweep; start from one of its "
+                         "settings' runs, or a single run")
     record = read_run_record(spec.init_from)
     source_env = record.get("env", source.env)
     if source.agent != spec.agent:
