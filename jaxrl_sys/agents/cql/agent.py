@@ -26,8 +26,7 @@ from jaxrl_sys.agents.cql.config import Config
 from jaxrl_sys.agents.cql.losses import cql_loss, q_targets
 from jaxrl_sys.agents.cql.networks import QNetwork, build_network
 from jaxrl_sys.agents.families.offline import (
-    Rows, gradient_steps, init_shards, load_transitions, online_collector,
-    shards_placement_problem,
+    Rows, init_shards, load_transitions, online_train_step, shards_placement_problem,
 )
 from jaxrl_sys.agents.families.q_learning import epsilon_greedy
 from jaxrl_sys.core import collectives
@@ -119,7 +118,7 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
 
         return Agent(config, spec, init_fn,
                      functools.partial(init_shards, data, config, online_env=env), act,
-                     bound_update, _train_step(bound_update, config, env, explore, axis_name),
+                     bound_update, online_train_step(bound_update, config, env, explore, axis_name),
                      network=networks, data=data)
     network = build_network(spec, config)
     optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
@@ -139,14 +138,8 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         config, spec,
         functools.partial(init, spec=spec, network=network, optimizer=optimizer),
         functools.partial(init_shards, data, config, online_env=env), greedy_q, bound_update,
-        _train_step(bound_update, config, env, explore, axis_name), network=network, data=data)
-
-
-def _train_step(bound_update: Callable, config: Config, env: Env, explore: Callable,
-                axis_name: Optional[str]) -> Callable:
-    """`updates_per_iteration` gradient steps, after the shards' env steps online."""
-    return functools.partial(gradient_steps, bound_update, config,
-                             collect_online=online_collector(env, explore, config, axis_name))
+        online_train_step(bound_update, config, env, explore, axis_name), network=network,
+        data=data)
 
 
 def greedy_action(agent: Agent) -> Callable[..., jax.Array]:

@@ -260,22 +260,24 @@ def online_row(obs: jax.Array, actions: jax.Array, rewards: jax.Array, next_obs:
     return Rows(obs, actions, rewards, next_obs, terminated, jnp.zeros_like(rewards))
 
 
-def online_collector(env: Env, explore: Explore, config: OfflineConfig,
-                     axis_name: Optional[str]) -> Callable:
-    """`collect(state, online, key) -> (online, episode sums)` for `gradient_steps`: each
-    shard's `online_rollout` env steps with `explore`.
+def online_train_step(update: Callable, config: OfflineConfig, env: Env, explore: Explore,
+                      axis_name: Optional[str]) -> Callable:
+    """The `train_step` of an agent that can fine-tune online (IQL, CQL): `gradient_steps`,
+    after each shard's `online_rollout` env steps with `explore` when the shards have envs.
 
     Args:
+        update: one gradient step.
+        config: the agent's config.
         env: the env the dataset names.
         explore: the agent's exploring policy.
-        config: the agent's config.
         axis_name: the device axis the episode sums add over.
 
     Returns:
-        The collector.
+        train_step(state, shards, key) -> (state, shards, metrics).
     """
-    return functools.partial(collect, env, explore, config.online_rollout, online_row,
-                             axis_name)
+    collect_online = functools.partial(collect, env, explore, config.online_rollout, online_row,
+                                       axis_name)
+    return functools.partial(gradient_steps, update, config, collect_online=collect_online)
 
 
 def gradient_steps(update: Callable, config: OfflineConfig, state, shards: DatasetShards,
@@ -284,7 +286,7 @@ def gradient_steps(update: Callable, config: OfflineConfig, state, shards: Datas
     """An offline agent's `train_step`: `updates_per_iteration` calls of
     `update(state, rows, key) -> (state, metrics)`, each on a fresh batch. Offline no env
     steps, so no episodes (the driver's greedy evaluation reports the return); online the
-    shards first step their envs (`collect_online`, from `online_collector`).
+    shards first step their envs (`collect_online`, as `online_train_step` binds it).
 
     Args:
         update: one gradient step.

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_sys.core.distributions import (
-    categorical_log_prob, categorical_sample, gaussian_log_prob,
+    categorical_log_prob, categorical_sample, gaussian_log_prob, gaussian_sample,
 )
 from jaxrl_sys.core.networks import MLP, Head
 from jaxrl_sys.core.types import Box, EnvSpec
@@ -133,9 +133,8 @@ def policy_sample(policy_network: PolicyNetwork, spec: EnvSpec, policy_params,
     """
     out, log_std = policy_network.apply(policy_params, obs)
     if isinstance(spec.action_space, Box):
-        noise = jax.vmap(lambda k: jax.random.normal(k, out.shape[1:]))(keys)
+        drawn = jax.vmap(gaussian_sample, in_axes=(0, 0, None))(keys, out, log_std)
         low = jnp.asarray(spec.action_space.low, jnp.float32)
         high = jnp.asarray(spec.action_space.high, jnp.float32)
-        drawn = out + jnp.exp(log_std) * noise
         return jnp.clip(drawn.reshape(out.shape[0], *spec.action_space.shape), low, high)
     return jax.vmap(categorical_sample)(keys, out).astype(jnp.int32)

@@ -25,7 +25,7 @@ import optax
 from flax import struct
 
 from jaxrl_sys.agents.families.offline import (
-    Rows, clip_per_network, gradient_steps, init_shards, load_transitions, online_collector,
+    Rows, clip_per_network, init_shards, load_transitions, online_train_step,
     shards_placement_problem,
 )
 from jaxrl_sys.agents.families.offline_networks import (
@@ -140,8 +140,7 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         functools.partial(init, spec=spec, policy_network=policy_network,
                           value_network=value_network, critics=critics, optimizer=optimizer),
         functools.partial(init_shards, data, config, online_env=env), act, bound_update,
-        functools.partial(gradient_steps, bound_update, config,
-                          collect_online=online_collector(env, explore, config, axis_name)),
+        online_train_step(bound_update, config, env, explore, axis_name),
         policy_network=policy_network, value_network=value_network, critics=critics, data=data)
 
 
