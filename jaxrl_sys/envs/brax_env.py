@@ -70,17 +70,11 @@ class BraxEnv:
         actions = int(self.brax_env.action_size)
         self.spec = EnvSpec(
             name=f"{PREFIX}{name}",
-            obs_shape=self._observation_shape(),
+            obs_shape=_observation_shape(self.brax_env, name, backend),
             obs_dtype="float32",
             action_space=Box((actions,), (-1.0,) * actions, (1.0,) * actions),
             max_episode_steps=episode_length,
         )
-
-    def _observation_shape(self) -> tuple[int, ...]:
-        """The observation's shape from a traced reset: Brax's `observation_size` runs a reset
-        op by op, several seconds per env on a CPU."""
-        key = jax.ShapeDtypeStruct((2,), jnp.uint32)
-        return tuple(int(n) for n in jax.eval_shape(self.brax_env.reset, key).obs.shape)
 
     @property
     def unwrapped(self) -> "BraxEnv":
@@ -114,6 +108,21 @@ class BraxEnv:
             truncated,
             {"final_observation": physics.obs},
         )
+
+
+# the observation shape of each (task, backend): tracing a reset costs about a second per env
+# built, and a table of every agent's defaults or a sweep builds the same env many times
+_OBS_SHAPES: dict[tuple[str, str], tuple[int, ...]] = {}
+
+
+def _observation_shape(brax_env: Any, name: str, backend: str) -> tuple[int, ...]:
+    """The observation's shape from a traced reset (once per task and backend): Brax's
+    `observation_size` runs a reset op by op, several seconds per env on a CPU."""
+    if (name, backend) not in _OBS_SHAPES:
+        key = jax.ShapeDtypeStruct((2,), jnp.uint32)
+        _OBS_SHAPES[name, backend] = tuple(
+            int(n) for n in jax.eval_shape(brax_env.reset, key).obs.shape)
+    return _OBS_SHAPES[name, backend]
 
 
 def _float32_reward_and_done(physics: Any) -> Any:

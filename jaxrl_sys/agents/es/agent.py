@@ -167,7 +167,11 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
     config.validate()
     spec = env.spec
     network = build_network(spec, config)
-    template = network.init(jax.random.PRNGKey(0), jnp.zeros((1, *spec.obs_shape), jnp.float32))
+    # evosax reads only the template's shapes: zeros of the traced init's shapes, with no
+    # eager initialisation (a second or so of small compiles per agent built)
+    shapes = jax.eval_shape(network.init, jax.random.PRNGKey(0),
+                            jnp.zeros((1, *spec.obs_shape), jnp.float32))
+    template = jax.tree.map(lambda leaf: jnp.zeros(leaf.shape, leaf.dtype), shapes)
     strategy = build_strategy(config, template)
 
     def act(params: Any, obs: jax.Array, key: jax.Array, greedy: bool = True) -> jax.Array:
