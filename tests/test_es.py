@@ -82,11 +82,30 @@ def test_a_generation_counts_every_env_step_and_the_episode_steps_apart():
         float(metrics["fitness_max"])
 
 
+def test_an_annealed_rate_stops_the_mean_at_the_last_generation():
+    """`anneal_lr` takes the rate linearly to `final_lr_fraction` of it over the generations:
+    with 0, a generation past the budget leaves the mean where the last one put it, and the
+    first generations still move it."""
+    config = small_config(anneal_lr=True, final_lr_fraction=0.0)
+    assert config.num_iterations == 4
+    agent = es.make(envs.make("CartPole-v1"), config, axis_name=None)
+    step = jax.jit(agent.train_step)
+    state = agent.init(jax.random.PRNGKey(0))
+    env_state = agent.init_envs(jax.random.PRNGKey(1), jnp.arange(config.num_envs))
+    means = [state.strategy.mean]
+    for generation in range(config.num_iterations + 1):
+        state, env_state, _ = step(state, env_state, jax.random.PRNGKey(2 + generation))
+        means.append(state.strategy.mean)
+    assert not np.allclose(means[1], means[0])
+    np.testing.assert_array_equal(means[-1], means[-2])
+
+
 @pytest.mark.parametrize("overrides, message", [
     (dict(population=15), "population must be even"),
     (dict(strategy="cma"), "strategy must be one of"),
     (dict(top_fraction=0.0), "top_fraction"),
     (dict(noise_std=0.0), "noise_std"),
+    (dict(final_lr_fraction=1.5), "final_lr_fraction"),
 ])
 def test_settings_that_cannot_work_are_refused(overrides, message):
     with pytest.raises(ConfigError, match=message):

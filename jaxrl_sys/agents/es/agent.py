@@ -42,6 +42,7 @@ from jaxrl_sys.agents.es.networks import (
     Policy, build_network, member_actions, policy_actions,
 )
 from jaxrl_sys.core import collectives, obs_norm
+from jaxrl_sys.core.learner import learning_rate
 from jaxrl_sys.core.rollout import VecEnvState, reset_envs, step_envs
 from jaxrl_sys.core.types import BoundAgent, Env, EnvSpec, Metrics
 
@@ -76,8 +77,11 @@ def build_strategy(config: Config, template: Any) -> Any:
     """evosax's strategy for `config` over parameter trees shaped like `template`:
     OpenAI-ES (antithetic sampling, centred-rank fitness shaping) or ARS (antithetic
     directions, the top `top_fraction` pairs by their better return, steps scaled by their
-    returns' standard deviation), each with a constant noise scale and Adam or SGD."""
-    descent = (optax.adam if config.optimizer == "adam" else optax.sgd)(config.learning_rate)
+    returns' standard deviation), each with a constant noise scale and Adam or SGD at a
+    constant or linearly annealed rate."""
+    rate = learning_rate(config.learning_rate, config.anneal_lr, config.num_iterations,
+                         config.final_lr_fraction)
+    descent = (optax.adam if config.optimizer == "adam" else optax.sgd)(rate)
     noise = optax.constant_schedule(config.noise_std)
     if config.strategy == "ars":
         shaping = identity_fitness_shaping_fn

@@ -28,6 +28,10 @@ class Config(RolloutBudget):
     strategy: str = "open_es"  # or "ars" (Mania et al. 2018: top directions, obs normalised)
     noise_std: float = 0.05  # sigma of the perturbations
     learning_rate: float = 0.03
+    # linearly to final_lr_fraction * learning_rate over the generations: the mean that greedy
+    # evaluation plays settles instead of moving by full steps to the last generation
+    anneal_lr: bool = False
+    final_lr_fraction: float = 0.0
     optimizer: str = "adam"  # OpenAI-ES's; ARS's paper steps with plain SGD
     top_fraction: float = 0.5  # ARS: the share b/N of direction pairs kept, by max return
     weight_decay: float = 0.0  # OpenAI-ES's L2 penalty on the parameters (in the fitness)
@@ -53,7 +57,7 @@ class Config(RolloutBudget):
                               f"{self.population}")
         check_budget(self)
         check_positive(self, "noise_std", "learning_rate")
-        check_unit_interval(self, "top_fraction")
+        check_unit_interval(self, "top_fraction", "final_lr_fraction")
         if self.top_fraction <= 0:
             raise ConfigError("top_fraction must be above 0")
         if self.weight_decay < 0:

@@ -29,6 +29,12 @@ TUNED: tuple[Tuned, ...] = (
     Tuned("CartPole-v1", {},
           "16/16 seeds reach 475 at 1M steps under native and AVX, greedy 500.0 mean final "
           "(results/check_learning_issue53.md)"),
+    # Pendulum's return is noisy per start angle: twice the members average it out, a wider
+    # policy, and a rate annealed to 0 so that the last generations settle the mean
+    Tuned("Pendulum-v1", dict(population=128, total_steps=60_000_000, anneal_lr=True,
+                              hidden=(64, 64)),
+          "greedy -169.2 mean final over 16 seeds, 16/16 reach -200, 2 end below -210 "
+          "(worst -249.9): the learning check's rule is missed (results/check_learning_issue53.md)"),
     *_FAMILY_ENTRIES,
 )
 
