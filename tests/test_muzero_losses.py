@@ -6,7 +6,6 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import pytest
 
 from jaxrl_sys import envs
@@ -353,39 +352,4 @@ def test_consistency_loss_pulls_predicted_latents_towards_the_reached_observatio
                for g in jax.tree.leaves(grads["params"]["predictor_mlp"])) > 0
     off = dataclasses.replace(config, consistency_loss_weight=0.0)
     assert "projection_mlp" not in muzero.init(jax.random.PRNGKey(0), env.spec, off).params[
-        "params"]
-
-
-def test_reconstruction_loss_decodes_every_alive_latent_to_its_observation():
-    """The squared error of each decoded latent against its step's observation, masked and
-    weighed per step as the other losses; training on it alone shrinks it; and the decoder
-    exists only when its weight is positive."""
-    env = envs.make("CartPole-v1")
-    config = dataclasses.replace(muzero.Config(), unroll_steps=2, latent_dim=8, hidden=(16,),
-                                 support_bins=11, reconstruction_loss_weight=1.0)
-    network = muzero.build_network(env.spec, config)
-    params = muzero.init(jax.random.PRNGKey(0), env.spec, config).params
-    obs = jax.random.normal(jax.random.PRNGKey(1), (3, 3, 4))
-    latents = jax.random.uniform(jax.random.PRNGKey(2), (3, 3, 8))
-    alive = jnp.array([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
-    weights = muzero.unroll_step_weights(2)
-
-    def loss_of(params):
-        return muzero.reconstruction_loss(network, params, latents, obs, alive, weights)
-
-    decoded = network.apply(params, latents.reshape(9, 8),
-                            method=muzero.MuZeroNetwork.decode).reshape(3, 3, 4)
-    by_step = np.mean((np.asarray(decoded) - np.asarray(obs)) ** 2, -1)
-    np.testing.assert_allclose(loss_of(params), np.sum(by_step * alive * weights, 1),
-                               rtol=1e-5)
-    optimiser = optax.adam(1e-2)
-    state = optimiser.init(params)
-    before = float(loss_of(params).sum())
-    for _ in range(100):
-        grads = jax.grad(lambda p: loss_of(p).sum())(params)
-        updates, state = optimiser.update(grads, state)
-        params = optax.apply_updates(params, updates)
-    assert float(loss_of(params).sum()) < 0.5 * before
-    off = dataclasses.replace(config, reconstruction_loss_weight=0.0)
-    assert "decoder_mlp" not in muzero.init(jax.random.PRNGKey(0), env.spec, off).params[
         "params"]

@@ -29,7 +29,7 @@ from jaxrl_sys.core.value_transform import Support, logits_to_scalar, scalar_to_
 class Unroll(NamedTuple):
     """The learned model's logits along sampled sequences: policy [B, K+1, A], value
     [B, K+1, bins], reward [B, K, bins], legal moves [B, K+1, A], episode end [B, K]; and
-    the latents of steps 0..K [B, K+1, D] (the representation's, then the dynamics')."""
+    the latents the dynamics predicted for steps 1..K [B, K, D]."""
 
     policy: jax.Array
     value: jax.Array
@@ -70,7 +70,7 @@ def unroll_model(network: MuZeroNetwork, params, first_obs: jax.Array, actions: 
 
     Returns:
         The logits: policy [B, K+1, A], value [B, K+1, bins], reward [B, K, bins], legal
-            [B, K+1, A], end [B, K]; and the latents [B, K+1, D] of steps 0..K.
+            [B, K+1, A], end [B, K]; and the latents [B, K, D] of steps 1..K.
     """
     latent = network.apply(params, first_obs, method=MuZeroNetwork.represent)
     first = network.apply(params, latent, method=MuZeroNetwork.predict)
@@ -91,9 +91,8 @@ def unroll_model(network: MuZeroNetwork, params, first_obs: jax.Array, actions: 
         jnp.concatenate([at_0[:, None], at_k.swapaxes(0, 1)], 1)
         for at_0, at_k in zip(first, later)
     )
-    latent_all = jnp.concatenate([latent[:, None], latents.swapaxes(0, 1)], 1)
     return Unroll(policy_all, value_all, reward_logits.swapaxes(0, 1), legal_all,
-                  end_logits.swapaxes(0, 1), latent_all)
+                  end_logits.swapaxes(0, 1), latents.swapaxes(0, 1))
 
 
 def rules_loss(unrolled: Unroll, legal: jax.Array, terminated: jax.Array, alive: jax.Array,
@@ -149,32 +148,6 @@ def consistency_loss(network: MuZeroNetwork, params, predicted_latents: jax.Arra
     unit = lambda x: x / (jnp.linalg.norm(x, axis=-1, keepdims=True) + 1e-8)  # noqa: E731
     similarity = jnp.sum(unit(online) * unit(target), -1).reshape(b, k)
     return -jnp.sum(similarity * alive * step_weights[1:], 1)
-
-
-def reconstruction_loss(network: MuZeroNetwork, params, latents: jax.Array,
-                        observations: jax.Array, alive: jax.Array, step_weights: np.ndarray
-                        ) -> jax.Array:
-    """Per-row squared error [B] of each latent [B, K+1, D] decoded back to the observation
-    of its step [B, K+1, ...] (mean over the observation's entries); `alive` [B, K+1] masks
-    the steps, weighed as the other losses. It grounds the dynamics' latents in the
-    observations they stand for (a model of a board game must keep every stone).
-
-    Args:
-        network: the MuZero network, built with a decoder (`obs_size` > 0).
-        params (PyTree): its parameters.
-        latents: [B, K+1, D] latents of steps 0..K.
-        observations: [B, K+1, ...] the observations of steps 0..K.
-        alive: [B, K+1] float mask of the steps.
-        step_weights: [K+1] weights (`unroll_step_weights`).
-
-    Returns:
-        [B] losses.
-    """
-    b, k1 = latents.shape[:2]
-    decoded = network.apply(params, latents.reshape(b * k1, -1), method=MuZeroNetwork.decode)
-    target = observations.reshape(b * k1, -1).astype(decoded.dtype)
-    error = jnp.mean(jnp.square(decoded - target), -1).reshape(b, k1)
-    return jnp.sum(error * alive * step_weights, 1)
 
 
 def mixed_value_targets(returns: jax.Array, root_values: jax.Array, mix: float) -> jax.Array:
@@ -283,8 +256,8 @@ def muzero_loss(params, target_params, batch: Batch, *, network: MuZeroNetwork,
     Returns:
         loss: the scalar loss.
         aux: (value errors [B] at each row's first step, the new priorities; scalar metrics
-            `value_loss`, `policy_loss`, `reward_loss`, `value_target_mean`, and `rules_loss`,
-            `consistency_loss` and `reconstruction_loss` where those losses are on).
+            `value_loss`, `policy_loss`, `reward_loss`, `value_target_mean`, and `rules_loss` and
+            `consistency_loss` where those losses are on).
     """
     K = config.unroll_steps
     step_weights = unroll_step_weights(K)
@@ -303,7 +276,6 @@ def muzero_loss(params, target_params, batch: Batch, *, network: MuZeroNetwork,
     reward_targets = jnp.where(alive[:, :K], batch.reward[:, :K], 0.0)
     rule_loss = jnp.zeros(batch.obs.shape[0])
     consistency = jnp.zeros(batch.obs.shape[0])
-    reconstruction = jnp.zeros(batch.obs.shape[0])
     if config.model == "env":
         value_mask = policy_mask
         reward_mask = jnp.zeros_like(value_mask[:, :K])
@@ -324,20 +296,15 @@ def muzero_loss(params, target_params, batch: Batch, *, network: MuZeroNetwork,
             rule_loss = rules_loss(unrolled, batch.legal[:, : K + 1], batch.terminated[:, :K],
                                    policy_mask, step_weights)
         if config.consistency_loss_weight > 0:
-            consistency = consistency_loss(network, params, unrolled.latent[:, 1:],
+            consistency = consistency_loss(network, params, unrolled.latent,
                                            batch.obs[:, 1: K + 1], policy_mask[:, 1:],
                                            step_weights)
-        if config.reconstruction_loss_weight > 0:
-            reconstruction = reconstruction_loss(network, params, unrolled.latent,
-                                                 batch.obs[:, : K + 1], policy_mask,
-                                                 step_weights)
     terms = prediction_losses(policy_all, value_all, reward_logits, policy_targets, z,
                               reward_targets, policy_mask, value_mask, reward_mask,
                               step_weights, value_support, reward_support)
     per_row = (config.value_loss_weight * terms.value + terms.policy + terms.reward
                + config.rule_loss_weight * rule_loss
-               + config.consistency_loss_weight * consistency
-               + config.reconstruction_loss_weight * reconstruction)
+               + config.consistency_loss_weight * consistency)
     loss = jnp.mean(batch.weights * per_row)
     value_error = jnp.abs(logits_to_scalar(value_all[:, 0], value_support) - z[:, 0])
     aux = {
@@ -350,6 +317,4 @@ def muzero_loss(params, target_params, batch: Batch, *, network: MuZeroNetwork,
         aux["rules_loss"] = jnp.mean(rule_loss)
     if config.consistency_loss_weight > 0:
         aux["consistency_loss"] = jnp.mean(consistency)
-    if config.reconstruction_loss_weight > 0:
-        aux["reconstruction_loss"] = jnp.mean(reconstruction)
     return loss, (value_error, aux)

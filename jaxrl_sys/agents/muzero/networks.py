@@ -82,7 +82,6 @@ class MuZeroNetwork(nn.Module):
     reward_bins: int
     rule_heads: bool = False
     consistency: bool = False  # the projection and predictor heads of the consistency loss
-    obs_size: int = 0  # > 0: a decoder from latents to flat observations of this size
 
     def setup(self) -> None:
         """The torso (conv for images, else MLP), three MLPs and their heads."""
@@ -105,9 +104,6 @@ class MuZeroNetwork(nn.Module):
             self.projection_out = Head(self.latent_dim, 1.0)
             self.predictor_mlp = MLP((PROJECTION_HIDDEN,), self.activation)
             self.predictor_out = Head(self.latent_dim, 1.0)
-        if self.obs_size:
-            self.decoder_mlp = MLP(self.hidden, self.activation)
-            self.decoder_out = Head(self.obs_size, 1.0)
 
     def represent(self, obs: jax.Array) -> jax.Array:
         """Latent states [B, D] of observations [B, ...], min-max scaled to [0, 1]."""
@@ -139,10 +135,6 @@ class MuZeroNetwork(nn.Module):
         """The predictor [B, D] applied to the projections of predicted latents only."""
         return self.predictor_out(self.predictor_mlp(projection))
 
-    def decode(self, latent: jax.Array) -> jax.Array:
-        """The reconstruction loss's flat observations [B, obs_size] of latents [B, D]."""
-        return self.decoder_out(self.decoder_mlp(latent))
-
     def __call__(self, obs: jax.Array, action: jax.Array):
         """Touches every sub-network (for `init`)."""
         latent = self.represent(obs)
@@ -150,8 +142,6 @@ class MuZeroNetwork(nn.Module):
         outputs = (self.predict(next_latent), reward, end)
         if self.consistency:
             outputs += (self.predict_projection(self.project(next_latent)),)
-        if self.obs_size:
-            outputs += (self.decode(next_latent),)
         return outputs
 
 
@@ -169,7 +159,6 @@ def build_network(spec: EnvSpec, config: Config) -> MuZeroNetwork:
         conv_channels=config.conv_channels, res_blocks=config.res_blocks,
         value_bins=config.support_bins, reward_bins=config.support_bins,
         rule_heads=config.learns_rules, consistency=config.consistency_loss_weight > 0,
-        obs_size=int(np.prod(spec.obs_shape)) if config.reconstruction_loss_weight > 0 else 0,
     )
 
 
