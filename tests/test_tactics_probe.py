@@ -56,3 +56,11 @@ def test_env_steps_of_a_chunk_count_a_resumed_runs_repeated_records_once(tmp_pat
     (tmp_path / "metrics.jsonl").write_text(
         "".join(f'{{"env_steps": {s}, "loss": 0.5}}\n' for s in steps))
     assert [tactics.env_steps_at(tmp_path, c) for c in range(4)] == [100, 200, 300, 400]
+
+
+def test_bad_input_is_one_line_and_exit_code_2(tmp_path, capsys):
+    assert tactics.main([str(tmp_path / "missing")]) == 2
+    assert tactics.main([str(tmp_path), "--chunks", "1,last"]) == 2
+    assert tactics.main([str(tmp_path), "--positions"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 3 and all(line.startswith("error: ") for line in lines), lines
