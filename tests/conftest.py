@@ -64,8 +64,12 @@ def pytest_pyfunc_call(pyfuncitem):
     if IN_USER_CODEGEN or not any(pyfuncitem.get_closest_marker(name)
                                   for name in ("learning", "user_codegen")):
         return None
-    env = dict(os.environ, XLA_FLAGS=os.environ[_CALLER_FLAGS], **{_USER_CODEGEN: "1"})
-    command = [sys.executable, "-m", "pytest", pyfuncitem.nodeid, "-n", "0", "-q", "-s",
+    # the child runs one test: no third-party plugin is loaded (xdist, benchmark, hypothesis
+    # and the like cost about a second of start-up each time) and the ini's addopts (xdist's
+    # flags) are cleared
+    env = dict(os.environ, XLA_FLAGS=os.environ[_CALLER_FLAGS], PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
+               **{_USER_CODEGEN: "1"})
+    command = [sys.executable, "-m", "pytest", pyfuncitem.nodeid, "-o", "addopts=", "-q", "-s",
                "-p", "no:cacheprovider", "--no-header"]
     child = subprocess.run(command, cwd=pyfuncitem.config.rootpath, env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
