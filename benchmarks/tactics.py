@@ -191,12 +191,12 @@ def tabulate(args: argparse.Namespace) -> int:
     for chunk in chunks:
         _, record = saved.restore(chunk)
         at = int(record["chunk"])  # the checkpoint's own chunk (the latest when None)
+        agent_state = first_seed_state(saved, chunk)
         row = {"chunk": at, "env_steps": env_steps_at(Path(args.run_dir), at), **changes,
-               **probe(saved, agent, first_seed_state(saved, chunk), args.positions,
-                       args.plies, args.seed)}
+               **probe(saved, agent, agent_state, args.positions, args.plies, args.seed)}
         if args.model:
-            row.update(model_probe(saved, agent, first_seed_state(saved, chunk),
-                                   args.positions, args.plies, args.seed))
+            row.update(model_probe(saved, agent, agent_state, args.positions, args.plies,
+                                   args.seed))
         rows.append(row)
         print(f"| {at} | {row['env_steps']:,} | {row['wins_in_one']:.3f} "
               f"({row['win_positions']}) | {row['forced_blocks']:.3f} "
