@@ -341,6 +341,43 @@ def test_image_observations_get_the_residual_conv_torso():
     assert out.action.shape == (4,) and np.allclose(np.asarray(out.policy).sum(-1), 1.0)
 
 
+def test_plane_latents_keep_the_board_and_the_dynamics_see_the_move_as_planes():
+    """latent=planes: the latent of a [6, 7, 2] board is [6, 7, C] planes scaled to [0, 1] as
+    a whole, the dynamics give next planes of that shape that depend on the move, and the
+    search runs on them."""
+    env = envs.make("pgx:connect_four")
+    config = dataclasses.replace(muzero.default_config("pgx:connect_four"), latent="planes",
+                                 torso="conv", conv_channels=4, res_blocks=1, hidden=(16,),
+                                 num_simulations=4)
+    agent = muzero.make(env, config, axis_name=None)
+    params = jax.jit(agent.init)(jax.random.PRNGKey(0)).params
+    assert "plane_dynamics" in params["params"] and "next_latent" not in params["params"]
+    network = agent.network
+    obs = jax.random.bernoulli(jax.random.PRNGKey(1), 0.3, (5, *env.spec.obs_shape))
+    latent = network.apply(params, obs.astype(jnp.float32), method=muzero.MuZeroNetwork.represent)
+    assert latent.shape == (5, 6, 7, 4)
+    np.testing.assert_allclose(np.asarray(latent).reshape(5, -1).min(-1), 0.0, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(latent).reshape(5, -1).max(-1), 1.0, atol=1e-4)
+    after = [network.apply(params, latent, jnp.full(5, move), method=muzero.MuZeroNetwork.dynamics)
+             for move in (0, 6)]
+    assert after[0][0].shape == latent.shape and after[0][1].shape == (5, config.support_bins)
+    assert after[0][2].shape == (5,)
+    assert not np.allclose(np.asarray(after[0][0]), np.asarray(after[1][0]))
+    legal = jnp.ones((5, env.spec.action_space.n), bool)
+    out = jax.jit(agent.search)(params, obs.astype(jnp.float32), legal, jax.random.PRNGKey(2))
+    assert out.action.shape == (5,) and np.allclose(np.asarray(out.policy).sum(-1), 1.0)
+
+
+def test_plane_latents_need_a_conv_torso_on_images():
+    from jaxrl_sys.core.config import ConfigError
+
+    for env_name, overrides in (("CartPole-v1", {}), ("pgx:connect_four", dict(torso="mlp"))):
+        config = dataclasses.replace(muzero.default_config(env_name), latent="planes", **overrides)
+        with pytest.raises(ConfigError, match="latent=planes") as error:
+            muzero.make(envs.make(env_name), config)
+        assert "\n" not in str(error.value)
+
+
 def test_config_rejects_bad_values_in_one_line():
     from jaxrl_sys.core.config import ConfigError
 
@@ -348,7 +385,8 @@ def test_config_rejects_bad_values_in_one_line():
                 dict(temperatures=(1.0,)), dict(reanalyse_fraction=2.0),
                 dict(buffer_size=10), dict(model="oracle"), dict(opening_plies=-1),
                 dict(q_range=-1.0), dict(model="env", reanalyse_fraction=0.5),
-                dict(rule_loss_weight=0.0), dict(value_bootstrap="fresh")):
+                dict(rule_loss_weight=0.0), dict(value_bootstrap="fresh"),
+                dict(latent="grid")):
         with pytest.raises(ConfigError) as error:
             dataclasses.replace(muzero.Config(), **bad).validate()
         assert "\n" not in str(error.value)

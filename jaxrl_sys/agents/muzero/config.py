@@ -21,6 +21,7 @@ SEARCHES = ("gumbel", "muzero")
 MODELS = ("learned", "env")
 VALUE_BOOTSTRAPS = ("target", "search")
 TORSOS = ("auto", "mlp", "conv")
+LATENTS = ("vector", "planes")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +102,10 @@ class Config(RolloutBudget):
     torso: str = "auto"  # "conv" for image observations, "mlp" otherwise
     conv_channels: int = 32
     res_blocks: int = 2
+    # "vector": latents [D] from the torso, an MLP dynamics; "planes": latents keep the
+    # board's [H, W, conv_channels] planes and the dynamics are `res_blocks` residual convs
+    # with the move as one-hot planes (the paper's board-game model; image observations)
+    latent: str = "vector"
 
     @property
     def steps_per_iteration(self) -> int:
@@ -162,6 +167,7 @@ class Config(RolloutBudget):
         check_choice(self, "model", MODELS)
         check_choice(self, "value_bootstrap", VALUE_BOOTSTRAPS)
         check_choice(self, "torso", TORSOS)
+        check_choice(self, "latent", LATENTS)
         check_choice(self, "activation", ACTIVATIONS)
         check_layer_widths(self, "hidden")
         if self.model == "env" and self.consistency_loss_weight > 0:

@@ -23,11 +23,18 @@ def scale_gradient(x: jax.Array, scale: float) -> jax.Array:
     return x * scale + jax.lax.stop_gradient(x) * (1.0 - scale)
 
 
-def normalize_latent(latent: jax.Array) -> jax.Array:
-    """Min-max scale each latent vector to [0, 1] (the paper's hidden-state scaling)."""
-    low = latent.min(axis=-1, keepdims=True)
-    high = latent.max(axis=-1, keepdims=True)
+def normalize_latent(latent: jax.Array, planes: bool = False) -> jax.Array:
+    """Min-max scale each latent to [0, 1] (the paper's hidden-state scaling): a vector
+    [B, D] over its D entries, planes [B, H, W, C] over all their H * W * C entries."""
+    axes = (-3, -2, -1) if planes else -1
+    low = latent.min(axis=axes, keepdims=True)
+    high = latent.max(axis=axes, keepdims=True)
     return (latent - low) / (high - low + 1e-5)
+
+
+def flatten_rows(x: jax.Array) -> jax.Array:
+    """Rows [B, ...] as vectors [B, F] (a vector latent [B, D] is returned as it is)."""
+    return x if x.ndim == 2 else x.reshape(x.shape[0], -1)
 
 
 class ResidualBlock(nn.Module):
@@ -44,18 +51,41 @@ class ResidualBlock(nn.Module):
 
 
 class ConvTorso(nn.Module):
-    """A small residual conv net for image observations [B, H, W, C], flattened."""
+    """A small residual conv net for image observations [B, H, W, C], flattened unless
+    `keep_planes`."""
 
     channels: int
     blocks: int
+    keep_planes: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        """Images [B, H, W, C] to flat features [B, H * W * channels]."""
+        """Images [B, H, W, C] to flat features [B, H * W * channels] (or the planes
+        [B, H, W, channels])."""
         x = nn.relu(SameConv(self.channels, name="Conv_0")(x))
         for _ in range(self.blocks):
             x = ResidualBlock(self.channels)(x)
-        return x.reshape(x.shape[0], -1)
+        return x if self.keep_planes else x.reshape(x.shape[0], -1)
+
+
+class PlaneDynamics(nn.Module):
+    """The dynamics of plane latents [B, H, W, C]: the move as one-hot planes [B, H, W, A]
+    beside them, a 3x3 conv and `blocks` residual blocks; returns the next planes' features
+    [B, H, W, C] (before scaling)."""
+
+    channels: int
+    blocks: int
+    num_actions: int
+
+    @nn.compact
+    def __call__(self, latent: jax.Array, action: jax.Array) -> jax.Array:
+        """Planes [B, H, W, C] and moves [B] to features [B, H, W, C]."""
+        moves = jax.nn.one_hot(action, self.num_actions, dtype=latent.dtype)
+        moves = jnp.broadcast_to(moves[:, None, None, :], (*latent.shape[:3], self.num_actions))
+        x = nn.relu(SameConv(self.channels, name="Conv_0")(jnp.concatenate([latent, moves], -1)))
+        for _ in range(self.blocks):
+            x = ResidualBlock(self.channels)(x)
+        return x
 
 
 RULE_LOGIT_CERTAIN = 30.0  # logit of "legal" / "does not end" when no rule head predicts it
@@ -82,16 +112,23 @@ class MuZeroNetwork(nn.Module):
     reward_bins: int
     rule_heads: bool = False
     consistency: bool = False  # the projection and predictor heads of the consistency loss
+    planes: bool = False  # latents keep the board's planes [H, W, conv_channels]
 
     def setup(self) -> None:
-        """The torso (conv for images, else MLP), three MLPs and their heads."""
-        if self.conv:
+        """The torso (conv for images, else MLP), three MLPs and their heads; with `planes`
+        the conv torso's planes are the latent and the dynamics are convolutional."""
+        if self.planes:
+            self.torso = ConvTorso(self.conv_channels, self.res_blocks, keep_planes=True)
+            self.plane_dynamics = PlaneDynamics(self.conv_channels, self.res_blocks,
+                                                self.num_actions)
+        elif self.conv:
             self.torso = ConvTorso(self.conv_channels, self.res_blocks)
         else:
             self.torso = MLP(self.hidden, self.activation)
-        self.to_latent = Head(self.latent_dim, np.sqrt(2.0))
+        if not self.planes:
+            self.to_latent = Head(self.latent_dim, np.sqrt(2.0))
+            self.next_latent = Head(self.latent_dim, np.sqrt(2.0))
         self.dynamics_mlp = MLP(self.hidden, self.activation)
-        self.next_latent = Head(self.latent_dim, np.sqrt(2.0))
         self.reward_head = Head(self.reward_bins, 0.01)
         self.prediction_mlp = MLP(self.hidden, self.activation)
         self.policy_head = Head(self.num_actions, 0.01)
@@ -106,30 +143,40 @@ class MuZeroNetwork(nn.Module):
             self.predictor_out = Head(self.latent_dim, 1.0)
 
     def represent(self, obs: jax.Array) -> jax.Array:
-        """Latent states [B, D] of observations [B, ...], min-max scaled to [0, 1]."""
+        """Latent states [B, D] (or planes [B, H, W, C]) of observations [B, ...], min-max
+        scaled to [0, 1]."""
+        if self.planes:
+            return normalize_latent(self.torso(obs), planes=True)
         return normalize_latent(self.to_latent(self.torso(obs)))
 
     def dynamics(self, latent: jax.Array, action: jax.Array
                  ) -> tuple[jax.Array, jax.Array, jax.Array]:
-        """Next latent [B, D], reward logits [B, bins] and end logit [B] of latents [B, D]
-        and actions [B]."""
-        x = jnp.concatenate([latent, jax.nn.one_hot(action, self.num_actions)], axis=-1)
-        x = self.dynamics_mlp(x)
+        """Next latent [B, D] (or planes [B, H, W, C]), reward logits [B, bins] and end
+        logit [B] of latents and actions [B]."""
+        if self.planes:
+            features = self.plane_dynamics(latent, action)
+            next_latent = normalize_latent(features, planes=True)
+            x = self.dynamics_mlp(flatten_rows(features))
+        else:
+            x = jnp.concatenate([latent, jax.nn.one_hot(action, self.num_actions)], axis=-1)
+            x = self.dynamics_mlp(x)
+            next_latent = normalize_latent(self.next_latent(x))
         end_logit = (self.end_head(x)[:, 0] if self.rule_heads
                      else jnp.full(x.shape[:1], -RULE_LOGIT_CERTAIN))
-        return normalize_latent(self.next_latent(x)), self.reward_head(x), end_logit
+        return next_latent, self.reward_head(x), end_logit
 
     def predict(self, latent: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
         """Policy logits [B, A], value logits [B, bins] and legal-move logits [B, A]."""
-        x = self.prediction_mlp(latent)
+        x = self.prediction_mlp(flatten_rows(latent))
         policy_logits = self.policy_head(x)
         legal_logits = (self.legal_head(x) if self.rule_heads
                         else jnp.full_like(policy_logits, RULE_LOGIT_CERTAIN))
         return policy_logits, self.value_head(x), legal_logits
 
     def project(self, latent: jax.Array) -> jax.Array:
-        """The consistency loss's projection [B, D] of latents [B, D] (SimSiam's projector)."""
-        return self.projection_out(self.projection_mlp(latent))
+        """The consistency loss's projection [B, D] of latents [B, D] or planes [B, H, W, C]
+        (SimSiam's projector)."""
+        return self.projection_out(self.projection_mlp(flatten_rows(latent)))
 
     def predict_projection(self, projection: jax.Array) -> jax.Array:
         """The predictor [B, D] applied to the projections of predicted latents only."""
@@ -153,12 +200,18 @@ def build_network(spec: EnvSpec, config: Config) -> MuZeroNetwork:
     if conv and len(spec.obs_shape) != 3:
         raise ConfigError(f"torso=conv needs image observations [H, W, C]; {spec.name} "
                           f"has shape {spec.obs_shape}")
+    planes = config.latent == "planes"
+    if planes and not conv:
+        raise ConfigError(f"latent=planes keeps the observation's planes and needs a conv "
+                          f"torso (torso=conv, or auto with image observations); "
+                          f"{spec.name} has shape {spec.obs_shape} and torso={config.torso}")
     return MuZeroNetwork(
         num_actions=spec.action_space.n, latent_dim=config.latent_dim,
         hidden=tuple(config.hidden), activation=config.activation, conv=conv,
         conv_channels=config.conv_channels, res_blocks=config.res_blocks,
         value_bins=config.support_bins, reward_bins=config.support_bins,
         rule_heads=config.learns_rules, consistency=config.consistency_loss_weight > 0,
+        planes=planes,
     )
 
 
