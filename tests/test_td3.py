@@ -1,7 +1,8 @@
-"""TD3 and DDPG (the `td3` package; `ddpg` is the registered agent): the losses by hand, the
-actor and targets moving every `policy_delay` steps, one update on 8 devices equal to one on
-1, Ape-X's noise scales by env id, and refusals. Learning: tests/test_learning.py's
-`ddpg:Pendulum-v1` (its PROMISES); the host loop: tests/test_host_loop.py."""
+"""TD3 and DDPG (the `td3` package, and `ddpg` its setting): the losses by hand, the actor and
+targets moving every `policy_delay` steps, one update on 8 devices equal to one on 1, Ape-X's
+noise scales by env id, TD3's LayerNorm critics, and refusals. Learning:
+tests/test_learning.py's `td3:Pendulum-v1` and `ddpg:Pendulum-v1` (their PROMISES); the host
+loop: tests/test_host_loop.py."""
 
 import dataclasses
 
@@ -13,6 +14,7 @@ from jax.sharding import PartitionSpec as P
 
 from jaxrl_sys import agents, envs
 from jaxrl_sys.agents import td3
+from jaxrl_sys.agents.families.continuous_control import Critic
 from jaxrl_sys.agents.td3 import losses
 from jaxrl_sys.core.config import ConfigError
 from jaxrl_sys.runtime.execution import DEVICE_AXIS, make_mesh
@@ -154,6 +156,24 @@ def test_greedy_actions_are_the_policys_in_the_box_and_noise_moves_them():
     np.testing.assert_allclose(greedy, np.clip(want, -2, 2), rtol=1e-5, atol=1e-6)
     noisy = np.asarray(agent.act(state.params, obs, jax.random.PRNGKey(2)))
     assert np.abs(noisy).max() <= 2.0 and not np.allclose(noisy, greedy)
+
+
+def test_td3s_critics_normalise_their_layers_and_ddpgs_do_not():
+    """TD3 ships LayerNorm before each hidden activation of both critics (its learning check
+    collapsed without); DDPG keeps plain critics; a normalised layer's features have mean 0."""
+    for name, normalised in (("td3", True), ("ddpg", False)):
+        config = agents.load(name).default_config("Pendulum-v1")
+        assert config.critic_layer_norm is normalised
+        agent = td3.make(envs.make("Pendulum-v1"), config, axis_name=None)
+        critic_params = agent.init(jax.random.PRNGKey(0)).params.critic["params"]
+        norms = [k for k in critic_params if k.startswith("LayerNorm")]
+        assert len(norms) == (len(config.hidden) if normalised else 0), list(critic_params)
+    critic = Critic((8,), "relu", layer_norm=True)
+    obs, action = jnp.ones((2, 3)), jnp.zeros((2, 1))
+    params = critic.init(jax.random.PRNGKey(0), obs, action)
+    _, inner = critic.apply(params, obs, action, capture_intermediates=True, mutable=True)
+    normed = np.asarray(inner["intermediates"]["LayerNorm_0"]["__call__"][0])
+    np.testing.assert_allclose(normed.mean(-1), 0.0, atol=1e-5)
 
 
 def test_bad_configs_and_discrete_envs_are_refused_in_one_line():

@@ -56,6 +56,9 @@ class ContinuousControlConfig(RolloutBudget):
     # perturbations last tens of steps and carry it far, which sparse rewards such as
     # MountainCarContinuous's need (Eberhard et al. 2023). On-device loop only.
     noise_correlation: float = 0.0
+    # LayerNorm before each hidden activation of the critics: bounds the features a Q-value
+    # is read from, against late divergence of the bootstrapped targets (Ball et al. 2023)
+    critic_layer_norm: bool = False
 
     @property
     def capacity_per_env(self) -> int:
@@ -209,12 +212,16 @@ class Critic(nn.Module):
 
     hidden: Sequence[int]
     activation: str = "relu"
+    layer_norm: bool = False  # LayerNorm before each hidden activation
 
     @nn.compact
     def __call__(self, obs: jax.Array, action: jax.Array) -> jax.Array:
         x = jnp.concatenate([obs.reshape(obs.shape[0], -1), action], axis=-1)
         for width in self.hidden:
-            x = ACTIVATIONS[self.activation](dense(width)(x))
+            x = dense(width)(x)
+            if self.layer_norm:
+                x = nn.LayerNorm()(x)
+            x = ACTIVATIONS[self.activation](x)
         return dense(1)(x)[:, 0]
 
 

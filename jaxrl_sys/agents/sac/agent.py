@@ -132,7 +132,7 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         -float(action_dim) if config.target_entropy is None else float(config.target_entropy)
     )
     actor = Actor(action_dim, tuple(config.hidden), config.activation)
-    critic = Critic(tuple(config.hidden), config.activation)
+    critic = Critic(tuple(config.hidden), config.activation, config.critic_layer_norm)
     loss = functools.partial(
         losses.sac_loss, actor=actor, critic=critic, low=low, high=high, gamma=config.gamma,
         reward_scale=config.reward_scale, target_entropy=target_entropy,

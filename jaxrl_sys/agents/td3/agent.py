@@ -236,7 +236,7 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
     low = jnp.asarray(spec.action_space.low, jnp.float32)
     high = jnp.asarray(spec.action_space.high, jnp.float32)
     actor = DeterministicActor(action_dim, tuple(config.hidden), config.activation)
-    critic = Critic(tuple(config.hidden), config.activation)
+    critic = Critic(tuple(config.hidden), config.activation, config.critic_layer_norm)
     loss = functools.partial(
         losses.td3_loss, actor=actor, critic=critic, low=low, high=high, gamma=config.gamma,
         twin_critics=config.twin_critics, policy_noise=config.policy_noise,

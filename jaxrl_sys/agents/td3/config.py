@@ -30,6 +30,9 @@ class Config(ContinuousControlConfig):
     noise_clip: float = 0.5  # and its clip
     exploration_noise: float = 0.1  # Gaussian acting noise (in [-1, 1] action units)
     exploration: str = "fixed"
+    # LayerNorm in TD3's critics: without it 2 of 16 Pendulum seeds collapsed late
+    # (docs/notes/td3.md); DDPG keeps plain critics
+    critic_layer_norm: bool = True
     apex_base: float = 0.4
     apex_alpha: float = 7.0
 

@@ -32,11 +32,7 @@ TUNED: tuple[Tuned, ...] = (
 )
 
 PROMISES: tuple[LearningPromise, ...] = (
-    LearningPromise("Pendulum-v1", -200.0, test_seeds=0,
-                    note="missed: over 16 seeds at 50k, 2 native seeds reach -200 and end near "
-                         "-500 (AVX: 15 reach, none collapse); left out of the suite until "
-                         "fixed, which trains this code through ddpg's case "
-                         "(results/td3.md)"),
+    LearningPromise("Pendulum-v1", -200.0),
 )
 # DDPG's, in the suite: one critic, every step, no smoothing
 DDPG_PROMISES: tuple[LearningPromise, ...] = (
@@ -45,7 +41,8 @@ DDPG_PROMISES: tuple[LearningPromise, ...] = (
 
 # DDPG (Lillicrap et al. 2016, as Fujimoto et al. re-ran it): one critic, the actor and
 # targets every step, no target policy smoothing
-DDPG: dict[str, Any] = dict(twin_critics=False, policy_delay=1, policy_noise=0.0)
+DDPG: dict[str, Any] = dict(twin_critics=False, policy_delay=1, policy_noise=0.0,
+                            critic_layer_norm=False)
 
 
 def default_config(env_name: str) -> Config:
