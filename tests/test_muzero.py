@@ -347,8 +347,7 @@ def test_plane_latents_keep_the_board_and_the_dynamics_see_the_move_as_planes():
     search runs on them."""
     env = envs.make("pgx:connect_four")
     config = dataclasses.replace(muzero.default_config("pgx:connect_four"), latent="planes",
-                                 torso="conv", conv_channels=4, res_blocks=1, hidden=(16,),
-                                 num_simulations=4)
+                                 conv_channels=4, res_blocks=1, hidden=(16,), num_simulations=4)
     agent = muzero.make(env, config, axis_name=None)
     params = jax.jit(agent.init)(jax.random.PRNGKey(0)).params
     assert "plane_dynamics" in params["params"] and "next_latent" not in params["params"]
@@ -368,14 +367,19 @@ def test_plane_latents_keep_the_board_and_the_dynamics_see_the_move_as_planes():
     assert out.action.shape == (5,) and np.allclose(np.asarray(out.policy).sum(-1), 1.0)
 
 
-def test_plane_latents_need_a_conv_torso_on_images():
+def test_plane_latents_need_images_and_alphazero_mode_keeps_its_torso():
     from jaxrl_sys.core.config import ConfigError
 
-    for env_name, overrides in (("CartPole-v1", {}), ("pgx:connect_four", dict(torso="mlp"))):
-        config = dataclasses.replace(muzero.default_config(env_name), latent="planes", **overrides)
-        with pytest.raises(ConfigError, match="latent=planes") as error:
-            muzero.make(envs.make(env_name), config)
-        assert "\n" not in str(error.value)
+    config = dataclasses.replace(muzero.default_config("CartPole-v1"), latent="planes")
+    with pytest.raises(ConfigError, match="latent=planes") as error:
+        muzero.make(envs.make("CartPole-v1"), config)
+    assert "\n" not in str(error.value)
+    board = dataclasses.replace(muzero.default_config("pgx:connect_four"), latent="planes",
+                                torso="mlp")
+    assert muzero.build_network(envs.make("pgx:connect_four").spec, board).planes
+    alphazero = muzero.build_network(envs.make("pgx:connect_four").spec,
+                                     dataclasses.replace(board, model="env"))
+    assert not alphazero.planes and not alphazero.conv
 
 
 def test_config_rejects_bad_values_in_one_line():

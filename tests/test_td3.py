@@ -1,8 +1,8 @@
-"""TD3 and DDPG (the `td3` package, and `ddpg` its setting): the losses by hand, the actor and
-targets moving every `policy_delay` steps, one update on 8 devices equal to one on 1, Ape-X's
-noise scales by env id, TD3's LayerNorm critics, and refusals. Learning:
-tests/test_learning.py's `td3:Pendulum-v1` and `ddpg:Pendulum-v1` (their PROMISES); the host
-loop: tests/test_host_loop.py."""
+"""TD3 and DDPG (the `td3` package; `ddpg` is the registered agent): the losses by hand, the
+actor and targets moving every `policy_delay` steps, one update on 8 devices equal to one on
+1, Ape-X's noise scales by env id, TD3's LayerNorm critics, and refusals. Learning:
+tests/test_learning.py's `ddpg:Pendulum-v1` (its PROMISES); the host loop:
+tests/test_host_loop.py."""
 
 import dataclasses
 
@@ -161,8 +161,8 @@ def test_greedy_actions_are_the_policys_in_the_box_and_noise_moves_them():
 def test_td3s_critics_normalise_their_layers_and_ddpgs_do_not():
     """TD3 ships LayerNorm before each hidden activation of both critics (its learning check
     collapsed without); DDPG keeps plain critics; a normalised layer's features have mean 0."""
-    for name, normalised in (("td3", True), ("ddpg", False)):
-        config = agents.load(name).default_config("Pendulum-v1")
+    for config, normalised in ((td3.default_config("Pendulum-v1"), True),
+                               (agents.load("ddpg").default_config("Pendulum-v1"), False)):
         assert config.critic_layer_norm is normalised
         agent = td3.make(envs.make("Pendulum-v1"), config, axis_name=None)
         critic_params = agent.init(jax.random.PRNGKey(0)).params.critic["params"]

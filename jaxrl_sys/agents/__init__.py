@@ -28,7 +28,6 @@ AGENTS: dict[str, str] = {
     "vdn": "jaxrl_sys.agents.qmix.vdn",
     "pqn": "jaxrl_sys.agents.pqn",
     "rainbow": "jaxrl_sys.agents.dqn.rainbow",
-    "td3": "jaxrl_sys.agents.td3",
     "ddpg": "jaxrl_sys.agents.td3.ddpg",
     "a2c": "jaxrl_sys.agents.ppo.a2c",
     "pg": "jaxrl_sys.agents.ppo.pg",

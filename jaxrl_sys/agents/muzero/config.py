@@ -102,9 +102,11 @@ class Config(RolloutBudget):
     torso: str = "auto"  # "conv" for image observations, "mlp" otherwise
     conv_channels: int = 32
     res_blocks: int = 2
-    # "vector": latents [D] from the torso, an MLP dynamics; "planes": latents keep the
-    # board's [H, W, conv_channels] planes and the dynamics are `res_blocks` residual convs
-    # with the move as one-hot planes (the paper's board-game model; image observations)
+    # the learned model's state: "vector", latents [D] from the torso and an MLP dynamics;
+    # "planes", latents that keep the board's [H, W, conv_channels] planes (a conv
+    # representation of `res_blocks` residual blocks, whatever `torso` says) and dynamics of
+    # `res_blocks` residual convs with the move as one-hot planes (the paper's board-game
+    # model; image observations). AlphaZero mode learns no dynamics and keeps `torso`.
     latent: str = "vector"
 
     @property
@@ -133,6 +135,11 @@ class Config(RolloutBudget):
         board game overfit their replay when this is large."""
         return (self.updates_per_iteration * self.batch_size * (self.unroll_steps + 1)
                 / self.num_envs)
+
+    @property
+    def plane_latents(self) -> bool:
+        """Whether the learned model keeps its latents as planes (`latent`)."""
+        return self.latent == "planes" and self.model == "learned"
 
     @property
     def learns_rules(self) -> bool:

@@ -200,11 +200,10 @@ def build_network(spec: EnvSpec, config: Config) -> MuZeroNetwork:
     if conv and len(spec.obs_shape) != 3:
         raise ConfigError(f"torso=conv needs image observations [H, W, C]; {spec.name} "
                           f"has shape {spec.obs_shape}")
-    planes = config.latent == "planes"
-    if planes and not conv:
-        raise ConfigError(f"latent=planes keeps the observation's planes and needs a conv "
-                          f"torso (torso=conv, or auto with image observations); "
-                          f"{spec.name} has shape {spec.obs_shape} and torso={config.torso}")
+    planes = config.plane_latents
+    if planes and len(spec.obs_shape) != 3:
+        raise ConfigError(f"latent=planes keeps the observation's planes and needs image "
+                          f"observations [H, W, C]; {spec.name} has shape {spec.obs_shape}")
     return MuZeroNetwork(
         num_actions=spec.action_space.n, latent_dim=config.latent_dim,
         hidden=tuple(config.hidden), activation=config.activation, conv=conv,

@@ -5,7 +5,7 @@ The agent contract (`jaxrl_sys.core.types.AgentDef`) and the public functions of
 config.py (Config), networks.py (the actor), losses.py (targets and losses), defaults.py (the
 shipped per-env defaults and the learning promises), agent.py (`make` and the rest), host.py
 (the host loop's functions); ddpg.py is the `ddpg` agent. TD3 itself is not registered yet:
-its learning check collapses on 2 of 16 seeds (docs/notes/td3.md)."""
+its learning check misses by one seed of 16 (docs/notes/td3.md)."""
 
 from jaxrl_sys.agents.td3.agent import (
     DEFAULT_EVAL_EPISODES,
