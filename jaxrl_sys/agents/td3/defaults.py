@@ -41,12 +41,7 @@ PROMISES: tuple[LearningPromise, ...] = (
 )
 # DDPG's, in the suite: one critic, every step, no smoothing
 DDPG_PROMISES: tuple[LearningPromise, ...] = (
-    LearningPromise("Pendulum-v1", -200.0, test_seeds=0,
-                    note="missed: over 16 seeds at 50k with LayerNorm critics, every seed "
-                         "reaches -200 and one ends at -230 natively (the floor is -210; AVX "
-                         "passes); "
-                         "left out of the suite until fixed, which trains this code through "
-                         "ddpg's case (results/td3.md)"),
+    LearningPromise("Pendulum-v1", -200.0),
 )
 
 # DDPG (Lillicrap et al. 2016, as Fujimoto et al. re-ran it): one critic, the actor and
