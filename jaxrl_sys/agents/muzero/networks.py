@@ -68,24 +68,12 @@ class ConvTorso(nn.Module):
         return x if self.keep_planes else x.reshape(x.shape[0], -1)
 
 
-class PlaneDynamics(nn.Module):
-    """The dynamics of plane latents [B, H, W, C]: the move as one-hot planes [B, H, W, A]
-    beside them, a 3x3 conv and `blocks` residual blocks; returns the next planes' features
-    [B, H, W, C] (before scaling)."""
-
-    channels: int
-    blocks: int
-    num_actions: int
-
-    @nn.compact
-    def __call__(self, latent: jax.Array, action: jax.Array) -> jax.Array:
-        """Planes [B, H, W, C] and moves [B] to features [B, H, W, C]."""
-        moves = jax.nn.one_hot(action, self.num_actions, dtype=latent.dtype)
-        moves = jnp.broadcast_to(moves[:, None, None, :], (*latent.shape[:3], self.num_actions))
-        x = nn.relu(SameConv(self.channels, name="Conv_0")(jnp.concatenate([latent, moves], -1)))
-        for _ in range(self.blocks):
-            x = ResidualBlock(self.channels)(x)
-        return x
+def with_move_planes(latent: jax.Array, action: jax.Array, num_actions: int) -> jax.Array:
+    """Planes [B, H, W, C] with the moves [B] beside them as one-hot planes: [B, H, W, C + A]
+    (the input of the plane dynamics)."""
+    moves = jax.nn.one_hot(action, num_actions, dtype=latent.dtype)
+    moves = jnp.broadcast_to(moves[:, None, None, :], (*latent.shape[:3], num_actions))
+    return jnp.concatenate([latent, moves], -1)
 
 
 RULE_LOGIT_CERTAIN = 30.0  # logit of "legal" / "does not end" when no rule head predicts it
@@ -119,8 +107,9 @@ class MuZeroNetwork(nn.Module):
         the conv torso's planes are the latent and the dynamics are convolutional."""
         if self.planes:
             self.torso = ConvTorso(self.conv_channels, self.res_blocks, keep_planes=True)
-            self.plane_dynamics = PlaneDynamics(self.conv_channels, self.res_blocks,
-                                                self.num_actions)
+            # the same conv stack on the planes and the move: features of the next planes
+            self.plane_dynamics = ConvTorso(self.conv_channels, self.res_blocks,
+                                            keep_planes=True)
         elif self.conv:
             self.torso = ConvTorso(self.conv_channels, self.res_blocks)
         else:
@@ -154,7 +143,7 @@ class MuZeroNetwork(nn.Module):
         """Next latent [B, D] (or planes [B, H, W, C]), reward logits [B, bins] and end
         logit [B] of latents and actions [B]."""
         if self.planes:
-            features = self.plane_dynamics(latent, action)
+            features = self.plane_dynamics(with_move_planes(latent, action, self.num_actions))
             next_latent = normalize_latent(features, planes=True)
             x = self.dynamics_mlp(flatten_rows(features))
         else:
