@@ -149,9 +149,10 @@ class MuZeroNetwork(nn.Module):
         else:
             x = jnp.concatenate([latent, jax.nn.one_hot(action, self.num_actions)], axis=-1)
             x = self.dynamics_mlp(x)
-            next_latent = normalize_latent(self.next_latent(x))
         end_logit = (self.end_head(x)[:, 0] if self.rule_heads
                      else jnp.full(x.shape[:1], -RULE_LOGIT_CERTAIN))
+        if not self.planes:  # traced after the end head, as before plane latents existed
+            next_latent = normalize_latent(self.next_latent(x))
         return next_latent, self.reward_head(x), end_logit
 
     def predict(self, latent: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
