@@ -73,7 +73,7 @@ def evaluate_run(args: argparse.Namespace) -> int:
     import jax.numpy as jnp
 
     from jaxrl_sys.envs.render import make_renderer, write_gif
-    from jaxrl_sys.core.evaluation import evaluate
+    from jaxrl_sys.core.evaluation import evaluate, evaluate_teams
 
     eval_env = resolved.make_eval_env(envs)
     renderer = make_renderer(resolved.env_name, eval_env) if args.render else None
@@ -89,6 +89,11 @@ def evaluate_run(args: argparse.Namespace) -> int:
     returns, lengths = jax.device_get(run_episodes(carry.agent_state, key))
     report(resolved.spec.agent, resolved.env_name, record["chunk"], args.episodes,
            resolved.seeds, returns, lengths)
+    if eval_env.spec.team_names:  # competing teams: each team's return of the same episodes
+        team_returns = jax.jit(jax.vmap(
+            lambda state: evaluate_teams(eval_env, policy, state, key, episode_ids)))
+        report_teams(eval_env.spec.team_names,
+                     jax.device_get(team_returns(carry.agent_state)))
     if renderer is not None:
         first = jax.tree.map(lambda x: x[0], carry.agent_state)
         frames = render_episode(eval_env, policy, first, key, renderer)
@@ -144,6 +149,14 @@ def report(agent: str, env_name: str, chunk: int, episodes: int, seeds, returns,
               f"+- {n.std():.1f}")
     print(f"return {returns.mean():.1f} +- {returns.std():.1f}, length {lengths.mean():.1f} "
           f"+- {lengths.std():.1f}")
+
+
+def report_teams(names: Sequence[str], team_returns) -> None:
+    """Each team's mean +- std return over seeds and episodes (`team_returns` [seeds,
+    episodes, K])."""
+    for k, name in enumerate(names):
+        r = team_returns[..., k]
+        print(f"team {name}: return {r.mean():.1f} +- {r.std():.1f}")
 
 
 def evaluate_host_run(args: argparse.Namespace, saved) -> int:

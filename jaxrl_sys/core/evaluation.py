@@ -69,15 +69,46 @@ def evaluate(
     opponent = getattr(env, "eval_opponent", None)
     if opponent is not None:
         return two_player.play_episodes(env, policy, params, opponent, None, key, episode_ids)
+    ended = first_episodes(env, policy, params, key, episode_ids,
+                           {"episode_return": (), "episode_length": ()})
+    return ended["episode_return"], ended["episode_length"]
+
+
+def evaluate_teams(env: Env, policy: Union[Policy, RecurrentPolicy], params: Any,
+                   key: jax.Array, episode_ids: jax.Array) -> jax.Array:
+    """Each team's return [N, K] of the episodes `evaluate` plays (an env of competing teams,
+    `EnvSpec.teams`, reporting `info["team_episode_return"]` [K]).
+
+    Args:
+        env: an env of competing teams, reporting episode statistics.
+        policy: the policy, acting on observations [N, ...].
+        params: what `policy` takes first (an agent's state).
+        key: a PRNG key.
+        episode_ids: [N] int32 ids, one episode each.
+
+    Returns:
+        [N, K] float32 team returns.
+    """
+    teams = (len(env.spec.team_names),)
+    return first_episodes(env, policy, params, key, episode_ids,
+                          {"team_episode_return": teams})["team_episode_return"]
+
+
+def first_episodes(env: Env, policy: Union[Policy, RecurrentPolicy], params: Any,
+                   key: jax.Array, episode_ids: jax.Array,
+                   fields: dict[str, tuple[int, ...]]) -> dict[str, jax.Array]:
+    """The `info` values named by `fields` (name -> an env's value's shape) at the end of the
+    first episode of one env per id [N], float32 [N, ...]: the loop `evaluate` and
+    `evaluate_teams` run, `max_episode_steps` steps so that every first episode ends."""
     num_episodes = episode_ids.shape[0]
     reset_key, run_key = jax.random.split(key)
     policy = stateful(policy)
     state = reset_envs(env, reset_key, episode_ids).replace(
         memory=policy.initial(num_episodes), starts=jnp.ones(num_episodes, jnp.bool_))
-    zeros = jnp.zeros(num_episodes, jnp.float32)
+    zeros = {f: jnp.zeros((num_episodes, *shape), jnp.float32) for f, shape in fields.items()}
 
     def body(carry, t):
-        vstate, returns, lengths, finished = carry
+        vstate, values, finished = carry
         act_key, step_key = jax.random.split(jax.random.fold_in(run_key, t))
         context = {"env_state": vstate.env_state}
         if hasattr(env, "legal_actions"):
@@ -88,15 +119,15 @@ def evaluate(
         vstate = vstate.replace(memory=memory, starts=result.terminated | result.truncated)
         info = result.info
         first = info["episode_done"] & ~finished
-        returns = jnp.where(first, info["episode_return"], returns)
-        lengths = jnp.where(first, info["episode_length"].astype(jnp.float32), lengths)
-        return (vstate, returns, lengths, finished | info["episode_done"]), None
+        values = {f: jnp.where(first.reshape(-1, *([1] * (v.ndim - 1))),
+                               info[f].astype(jnp.float32), v) for f, v in values.items()}
+        return (vstate, values, finished | info["episode_done"]), None
 
-    (_, returns, lengths, _), _ = jax.lax.scan(
-        body, (state, zeros, zeros, jnp.zeros(num_episodes, bool)),
+    (_, values, _), _ = jax.lax.scan(
+        body, (state, zeros, jnp.zeros(num_episodes, bool)),
         jnp.arange(env.spec.max_episode_steps),
     )
-    return returns, lengths
+    return values
 
 
 def make_eval_fn(env: Env, greedy_action: Union[Policy, RecurrentPolicy]):

@@ -47,6 +47,9 @@ class EnvSpec:
     centralised critics and mixers (`jaxrl_sys.envs.jaxmarl_env`).
     `mirror_axes` names the observation axes whose reversal, with the order of the discrete
     actions reversed, maps the game onto itself (a board's mirror image); () declares none.
+    `teams` names each agent's team where agents compete in teams (predator-prey): the scalar
+    reward is then the first team's, and `info["team_rewards"]` [K] holds every team's; ()
+    is one cooperative team.
     """
 
     name: str
@@ -58,6 +61,25 @@ class EnvSpec:
     num_agents: int = 1
     state_shape: tuple[int, ...] = ()
     mirror_axes: tuple[int, ...] = ()
+    teams: tuple[str, ...] = ()
+
+    @property
+    def team_names(self) -> tuple[str, ...]:
+        """The competing teams in order of their first agent; () for one cooperative team.
+
+        Returns:
+            The distinct names in `teams`, in order.
+        """
+        return tuple(dict.fromkeys(self.teams))
+
+    @property
+    def agent_teams(self) -> tuple[int, ...]:
+        """Each agent's team as an index into `team_names`; () for one cooperative team.
+
+        Returns:
+            [N] team indices.
+        """
+        return tuple(self.team_names.index(t) for t in self.teams)
 
     @property
     def discrete(self) -> bool:

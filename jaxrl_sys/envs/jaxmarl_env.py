@@ -1,5 +1,5 @@
-"""JaxMARL's cooperative multi-agent envs (`jaxmarl:<env>`, `jaxmarl:SMAX:<map>`) with the
-agents on a leading array axis.
+"""JaxMARL's multi-agent envs (`jaxmarl:<env>`, `jaxmarl:SMAX:<map>`) with the agents on a
+leading array axis: cooperative teams, and MPE's competitive tasks of teams against each other.
 
 JaxMARL keeps observations, actions, rewards and dones in dictionaries keyed by agent name and
 resets on `dones["__all__"]` without keeping the last observation. This adapter gives the
@@ -15,7 +15,12 @@ observation and action sizes padded, the padding masked out of the legal actions
 - `world_state(state) -> [S]`: SMAX's `world_state`, or (MPE and the rest) every agent's
   observation concatenated: what a centralised critic or a QMIX mixer conditions on.
 
-The team reward is the sum of the agents' rewards (MPE's "team-sum return"). JaxMARL marks only
+The team reward is the sum of the agents' rewards (MPE's "team-sum return"). On the competitive
+MPE tasks (`COMPETITIVE`: predator-prey `MPE_simple_tag_v3`, `MPE_simple_adversary_v3`,
+`MPE_simple_push_v3`) an agent's team is its name without the index ("adversary", "agent"),
+declared in `EnvSpec.teams`; each team's reward is its agents' sum, `info["team_rewards"]` [K]
+holds them, `info["team_episode_return"]` [K] each team's return of an episode that ended
+(0 elsewhere), and the scalar reward is the first team's (the adversaries'). JaxMARL marks only
 `done`; an episode that reaches the env's step limit is truncated (bootstrapped through), any
 earlier end terminated. SMAX defaults to the settings of JaxMARL's SMAX baselines
 (`SMAX_DEFAULTS`). SMAX's evaluation variant (`make_eval`) rewards 1 for a won battle and
@@ -26,7 +31,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
@@ -39,6 +44,8 @@ PREFIX = "jaxmarl:"
 SMAX_FAMILY = "SMAX"
 # JaxMARL's SMAX baselines all set these (baselines/*/config/*smax*.yaml)
 SMAX_DEFAULTS = {"see_enemy_actions": True, "walls_cause_death": True, "attack_mode": "closest"}
+# MPE's discrete tasks of teams against each other, agents named "<team>_<index>"
+COMPETITIVE = ("MPE_simple_tag_v3", "MPE_simple_adversary_v3", "MPE_simple_push_v3")
 REWARDS = ("team", "win")  # training: the agents' rewards summed; "win": 1 for a won SMAX battle
 
 
@@ -50,6 +57,7 @@ class MultiAgentState:
     inner: Any
     steps: jax.Array  # int32
     world: jax.Array  # float32 [S]
+    team_returns: Optional[jax.Array] = None  # float32 [K], competitive envs only
 
 
 def _import_jaxmarl():
@@ -107,6 +115,9 @@ class JaxMarlEnv:
         self.smax = smax_map is not None
         self.reward = reward
         self.agents = list(self.inner.agents)
+        self.teams = (tuple(a.rsplit("_", 1)[0] for a in self.agents)
+                      if jaxmarl_id in COMPETITIVE else ())
+        self.team_names = tuple(dict.fromkeys(self.teams))
         spaces = [self.inner.action_spaces[a] for a in self.agents]
         if not all(hasattr(s, "n") for s in spaces):
             raise UnknownEnvError(f"{name}: only discrete action spaces are supported")
@@ -122,7 +133,7 @@ class JaxMarlEnv:
         self.spec = EnvSpec(
             name=name, obs_shape=(len(self.agents), self.obs_dim), obs_dtype="float32",
             action_space=Discrete(num_actions), max_episode_steps=self.max_steps,
-            num_agents=len(self.agents), state_shape=tuple(world.shape))
+            num_agents=len(self.agents), state_shape=tuple(world.shape), teams=self.teams)
 
     @property
     def unwrapped(self) -> "JaxMarlEnv":
@@ -134,12 +145,14 @@ class JaxMarlEnv:
     def reset(self, key: jax.Array) -> tuple[jax.Array, MultiAgentState]:
         """A fresh episode: observations [N, D]."""
         obs, inner = self.inner.reset(key)
+        team_returns = jnp.zeros(len(self.team_names), jnp.float32) if self.teams else None
         return self._stack(obs), MultiAgentState(inner, jnp.zeros((), jnp.int32),
-                                                 self._world_state((obs, inner)))
+                                                 self._world_state((obs, inner)), team_returns)
 
     def step(self, key: jax.Array, state: MultiAgentState, actions: jax.Array):
-        """Every agent acts (`actions` [N]); team reward; auto-reset with the final
-        observation [N, D], world state [S] and legal actions [N, A] in `info`."""
+        """Every agent acts (`actions` [N]); team reward (competitive: the first team's, and
+        every team's in `info`); auto-reset with the final observation [N, D], world state [S]
+        and legal actions [N, A] in `info`."""
         step_key, reset_key = jax.random.split(key)
         acts = {a: actions[i] for i, a in enumerate(self.agents)}
         obs, inner, rewards, dones, _ = self.inner.step_env(step_key, state.inner, acts)
@@ -149,16 +162,30 @@ class JaxMarlEnv:
         terminated = done & ~truncated
         if self.reward == "win":
             reward = (done & self._won(inner)).astype(jnp.float32)
+        elif self.teams:
+            team_rewards = self._team_rewards(rewards)
+            reward = team_rewards[0]
         else:
             reward = sum(rewards[a] for a in self.agents).astype(jnp.float32)
         final_obs = self._stack(obs)
         final_world = self._world_state((obs, inner))
         fresh_obs, fresh = self.reset(reset_key)
-        after = MultiAgentState(inner, steps, final_world)
+        team_returns = None if not self.teams else state.team_returns + team_rewards
+        after = MultiAgentState(inner, steps, final_world, team_returns)
         next_state = jax.tree.map(lambda a, b: jnp.where(done, a, b), fresh, after)
+        info = {"final_observation": final_obs, "final_world_state": final_world,
+                "final_legal_actions": self.legal_actions(after)}
+        if self.teams:
+            info["team_rewards"] = team_rewards
+            info["team_episode_return"] = jnp.where(done, team_returns, 0.0)
         return (jnp.where(done, fresh_obs, final_obs), next_state, reward, terminated, truncated,
-                {"final_observation": final_obs, "final_world_state": final_world,
-                 "final_legal_actions": self.legal_actions(after)})
+                info)
+
+    def _team_rewards(self, rewards: dict) -> jax.Array:
+        """[K]: each team's reward, the sum of its agents'."""
+        return jnp.stack([
+            sum(rewards[a] for a, t in zip(self.agents, self.teams) if t == team)
+            for team in self.team_names]).astype(jnp.float32)
 
     def legal_actions(self, state: MultiAgentState) -> jax.Array:
         """bool [N, A]: each agent's available actions (JaxMARL's, or all of its own)."""
@@ -207,7 +234,7 @@ def make(name: str, **params: Any) -> JaxMarlEnv:
     jaxmarl = _import_jaxmarl()
     from jaxmarl.registration import registered_envs
 
-    supported = [e for e in registered_envs if _cooperative(e)]
+    supported = [e for e in registered_envs if _cooperative(e) or e in COMPETITIVE]
     if rest not in supported:
         import difflib
 
@@ -242,7 +269,8 @@ def _checked(name: str, jaxmarl_id: str, params: dict[str, Any]) -> dict[str, An
 
 
 def _cooperative(env_id: str) -> bool:
-    """JaxMARL ids this adapter serves: discrete, cooperative, single-team ones (SMAX goes by map)."""
+    """JaxMARL ids this adapter serves as one team: discrete, cooperative ones (SMAX goes by
+    map)."""
     return env_id.startswith("MPE_simple") and env_id not in (
         "MPE_simple_tag_v3", "MPE_simple_world_comm_v3", "MPE_simple_adversary_v3",
         "MPE_simple_crypto_v3", "MPE_simple_push_v3") or env_id == "switch_riddle"

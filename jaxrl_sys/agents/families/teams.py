@@ -1,13 +1,18 @@
-"""What the team agents (MAPPO and IPPO, QMIX and VDN) share, written once: the agents' one-hot
-ids that let one set of parameters serve every agent, and the check that an env is a team."""
+"""What the team agents (MAPPO and IPPO, QMIX and VDN, MADDPG) share, written once: the agents'
+one-hot ids that let one set of parameters serve every agent, the check that an env is a team,
+and, for teams that compete (predator-prey), a policy per team: parameters stacked on a team
+axis [K, ...], gathered per agent, each team with its own optimiser (RLlib's policy mapping)."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 import jax
 import jax.numpy as jnp
+import optax
 
 from jaxrl_sys.core.config import ConfigError
-from jaxrl_sys.core.types import EnvSpec
+from jaxrl_sys.core.types import EnvSpec, PyTree
 
 
 def with_agent_ids(x: jax.Array) -> jax.Array:
@@ -24,12 +29,112 @@ def with_agent_ids(x: jax.Array) -> jax.Array:
     return jnp.concatenate([x, ids], axis=-1)
 
 
-def check_team(spec: EnvSpec) -> None:
-    """One line unless `spec` is a team of agents with discrete actions.
+def check_team(spec: EnvSpec, competing: bool = False) -> None:
+    """One line unless `spec` is a team of agents with discrete actions (or, unless the agent
+    takes `competing` teams, unless it is one cooperative team).
 
     Args:
         spec: the env's spec.
+        competing: whether the agent learns a policy per team where teams compete.
     """
     if spec.num_agents < 2 or not spec.discrete:
         raise ConfigError(f"{spec.name} is not a multi-agent env with discrete actions "
                           "(jaxmarl:<env>, jaxmarl:SMAX:<map>)")
+    if spec.team_names and not competing:
+        raise ConfigError(f"{spec.name} has teams that compete ({', '.join(spec.team_names)}) "
+                          "and this agent learns one team's reward: use mappo or ippo with "
+                          "policies=by_team")
+
+
+# ------------------------------------------------------------------ policies by team (competitive)
+
+POLICIES = ("shared", "by_team")  # one policy for every agent, or one per team
+
+
+def check_policies(spec: EnvSpec, policies: str, frozen_teams: tuple[str, ...]) -> None:
+    """One line unless `policies` and `frozen_teams` fit the env's teams: competing teams need
+    a policy each (`by_team`), `by_team` needs teams, frozen teams must exist and one must
+    learn.
+
+    Args:
+        spec: the env's spec (`teams`).
+        policies: "shared" or "by_team".
+        frozen_teams: names of the teams whose policy stays at its initialisation.
+    """
+    names = spec.team_names
+    if names and policies != "by_team":
+        raise ConfigError(f"{spec.name} has teams that compete ({', '.join(names)}): set "
+                          "policies=by_team (a policy per team)")
+    if policies == "by_team" and not names:
+        raise ConfigError(f"policies=by_team needs an env of competing teams (jaxmarl:"
+                          f"MPE_simple_tag_v3, ...); {spec.name} is one team")
+    unknown = [t for t in frozen_teams if t not in names]
+    if unknown:
+        raise ConfigError(f"frozen_teams names {', '.join(unknown)}, not a team of {spec.name}"
+                          f" (teams: {', '.join(names) or 'none'})")
+    if names and set(frozen_teams) >= set(names):
+        raise ConfigError(f"frozen_teams freezes every team of {spec.name}: none would learn")
+
+
+def team_agents(agent_teams: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+    """Each team's agent indices (static, for slicing [..., N, ...]).
+
+    Args:
+        agent_teams: [N] each agent's team index (`EnvSpec.agent_teams`).
+
+    Returns:
+        One tuple of agent indices per team, in team order.
+    """
+    return tuple(tuple(i for i, k in enumerate(agent_teams) if k == team)
+                 for team in range(max(agent_teams, default=-1) + 1))
+
+
+def init_per_team(init: Callable[[jax.Array], PyTree], key: jax.Array, teams: int) -> PyTree:
+    """`teams` independent initialisations stacked on a leading team axis [K, ...].
+
+    Args:
+        init: `init(key) -> params`.
+        key: a PRNG key, split once per team.
+        teams: K.
+
+    Returns:
+        Parameters with leaves [K, ...].
+    """
+    return jax.vmap(init)(jax.random.split(key, teams))
+
+
+def per_agent(params: PyTree, agent_teams: tuple[int, ...]) -> PyTree:
+    """Per-team parameters [K, ...] gathered to each agent's team's [N, ...].
+
+    Args:
+        params: leaves [K, ...].
+        agent_teams: [N] each agent's team index.
+
+    Returns:
+        Leaves [N, ...].
+    """
+    index = jnp.asarray(agent_teams)
+    return jax.tree.map(lambda p: p[index], params)
+
+
+def per_team_optimizer(optimizer: optax.GradientTransformation,
+                       learning: tuple[bool, ...]) -> optax.GradientTransformation:
+    """`optimizer` run separately for each team's parameters [K, ...] (its own moments and
+    gradient clipping), with the updates of teams that do not learn (`learning` [K] False)
+    zeroed, so a frozen team keeps its initial policy.
+
+    Args:
+        optimizer: one team's optimiser.
+        learning: whether each team learns.
+
+    Returns:
+        The optimiser over [K, ...] parameters.
+    """
+    learns = jnp.asarray(learning, jnp.float32)
+
+    def update(grads: PyTree, state: PyTree, params: PyTree = None):
+        updates, state = jax.vmap(optimizer.update)(grads, state, params)
+        scale = lambda u: u * learns.reshape(-1, *([1] * (u.ndim - 1)))  # noqa: E731
+        return jax.tree.map(scale, updates), state
+
+    return optax.GradientTransformation(jax.vmap(optimizer.init), update)

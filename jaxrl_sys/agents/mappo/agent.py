@@ -12,7 +12,13 @@ It is PPO over (env, agent) rows: every agent learns from the team reward with i
 and advantage (`losses.team_advantages`); PPO's clipped loss averages over all rows with the
 unavailable actions masked (`losses.mappo_loss`). The
 minibatches are PPO's (`agents.ppo.agent.minibatch_indices`, keyed by global env id, an env's
-agents always together), so N devices equal one. With `memory="gru"|"lstm"` the actor and the
+agents always together), so N devices equal one.
+
+Teams that compete (`EnvSpec.teams`, predator-prey) take `policies="by_team"`: a policy per
+team, its parameters stacked on a team axis [K, ...] with its own optimiser, every agent
+credited with its own team's reward, the loss summed over teams (each team's rows its own
+PPO loss). `frozen_teams` keeps the named teams at their initial, near-uniform policy: a
+random opponent to learn against. Each team's episode return is a metric (`return_<team>`). With `memory="gru"|"lstm"` the actor and the
 critic each have a recurrent core whose state is kept per (env, agent) in the env carry, reset
 in the step the env ends, and replayed over whole env sequences in the update, as PPO's.
 """
@@ -32,7 +38,9 @@ from jaxrl_sys.agents.families.policy_gradient import (
     build_optimizer, collect_then_update, minibatch_indices, minibatch_step,
     recurrent_placement_problem, rollout_unroll_for, sgd_epochs, take_minibatches,
 )
-from jaxrl_sys.agents.families.teams import check_team, with_agent_ids
+from jaxrl_sys.agents.families.teams import (
+    check_policies, check_team, init_per_team, per_team_optimizer, team_agents, with_agent_ids,
+)
 from jaxrl_sys.agents.mappo.config import Config
 from jaxrl_sys.agents.mappo.losses import mappo_loss, team_advantages
 from jaxrl_sys.agents.mappo.networks import (
@@ -67,7 +75,7 @@ class Trajectory(NamedTuple):
     log_probs: jax.Array  # [T, B, N]
     values: jax.Array  # [T, B, N]
     next_values: jax.Array  # [T, B, N] of the state reached (pre-reset)
-    rewards: jax.Array  # [T, B] the team's
+    rewards: jax.Array  # [T, B] the team's, or (by_team) [T, B, N] each agent's team's
     terminated: jax.Array  # [T, B]
     truncated: jax.Array  # [T, B]
     env_ids: jax.Array  # [B]
@@ -98,10 +106,21 @@ class Agent(BoundAgent):
 
 
 def build_network(spec: EnvSpec, config: Config) -> TeamActorCritic:
-    """The shared actor and critic for a team spec."""
+    """The shared actor and critic for a team spec (per team, with `policies="by_team"`)."""
     return TeamActorCritic(action_dim=spec.action_space.n, hidden=config.hidden,
                            activation=config.activation, memory=config.memory,
-                           memory_size=config.memory_size)
+                           memory_size=config.memory_size,
+                           agent_teams=spec.agent_teams if config.policies == "by_team" else ())
+
+
+def build_team_optimizer(spec: EnvSpec, config: Config) -> optax.GradientTransformation:
+    """The family's optimiser; with a policy per team, one per team, frozen teams' updates
+    zeroed."""
+    optimizer = build_optimizer(config)
+    if config.policies != "by_team":
+        return optimizer
+    return per_team_optimizer(optimizer, tuple(t not in config.frozen_teams
+                                               for t in spec.team_names))
 
 
 def inputs_of(spec: EnvSpec, config: Config, obs: jax.Array,
@@ -120,16 +139,20 @@ def init(key: jax.Array, spec: EnvSpec, config: Config) -> State:
     actor_in, critic_in = inputs_of(spec, config, obs, world)
     rows = jax.tree.map(lambda m: m[0],  # one env's agents as the network's rows [N, ...]
                         team_memory(config.memory, config.memory_size, 1, spec.num_agents))
-    params = network.init(key, rows,
-                          *(x.reshape(1, spec.num_agents, -1) for x in (actor_in, critic_in)),
-                          jnp.ones((1, spec.num_agents), jnp.bool_))
-    opt_state = build_optimizer(config).init(params)
+    init_one = functools.partial(
+        network.init, memory=rows,
+        actor_in=actor_in.reshape(1, spec.num_agents, -1),
+        critic_in=critic_in.reshape(1, spec.num_agents, -1),
+        starts=jnp.ones((1, spec.num_agents), jnp.bool_))
+    params = (init_per_team(init_one, key, len(spec.team_names)) if network.agent_teams
+              else init_one(key))
+    opt_state = build_team_optimizer(spec, config).init(params)
     return State(params=params, opt_state=opt_state, iteration=jnp.zeros((), jnp.int32))
 
 
 def team_step(network: TeamActorCritic, params: Any, memory: PyTree, actor_in: jax.Array,
               critic_in: jax.Array, starts: Optional[jax.Array], legal: jax.Array,
-              key: jax.Array, greedy: bool = False):
+              key: jax.Array, greedy: "bool | jax.Array" = False):
     """One acting step of B teams: (memory after it, actions [B, N], log-probs [B, N], values
     [B, N]); a recurrent network resets the envs whose `starts` [B] is True first."""
     memory, (logits, values) = apply_sequences(
@@ -146,6 +169,7 @@ def collect(env: Env, network: TeamActorCritic, config: Config, axis_name: Optio
     metrics summed over envs and devices). Recurrent state resets in the step its env ends."""
     central = config.critic == "central"
     world_state = jax.vmap(env.world_state)
+    by_team = network.agent_teams
 
     def one_step(vstate: VecEnvState, t):
         """Every agent of every env [B, N] acts; the envs step."""
@@ -171,9 +195,15 @@ def collect(env: Env, network: TeamActorCritic, config: Config, axis_name: Optio
             ended = result.terminated | result.truncated  # the next episode starts afresh
             next_vstate = next_vstate.replace(
                 memory=jax.tree.map(lambda m: reset_memory(m, ended), memory), starts=ended)
+        # by team: each agent's reward is its team's [B, N]
+        reward = (result.info["team_rewards"][:, jnp.asarray(by_team)] if by_team
+                  else result.reward)
         record = (vstate.obs, critic_in, legal, action, log_prob, values[0], reached,
-                  result.reward * config.reward_scale, result.terminated, result.truncated)
-        return next_vstate, ((record, vstate.starts), episode_metrics(result.info, None))
+                  reward * config.reward_scale, result.terminated, result.truncated)
+        episodes = episode_metrics(result.info, None)
+        if by_team:  # each team's returns of the episodes that ended [K]
+            episodes["team_return_sum"] = jnp.sum(result.info["team_episode_return"], axis=0)
+        return next_vstate, ((record, vstate.starts), episodes)
 
     vstate, ((records, starts), episodes) = jax.lax.scan(
         one_step, env_state, jnp.arange(config.rollout_steps), unroll=rollout_unroll_for(config))
@@ -182,22 +212,34 @@ def collect(env: Env, network: TeamActorCritic, config: Config, axis_name: Optio
                    *records[7:])
     trajectory = Trajectory(*records, env_ids=env_state.env_ids, starts=starts,
                             memory=env_state.memory)
+    team_sums = episodes.pop("team_return_sum", None)  # [T, K] by team
     episodes = collectives.psum(jax.tree.map(jnp.sum, episodes), axis_name)
+    if by_team:  # a mean return per team: NaN in an iteration where no episode ended
+        team_sums = collectives.psum(jnp.sum(team_sums, axis=0), axis_name)
+        episodes.update({f"return_{name}": team_sums[k] / episodes["episode_count"]
+                         for k, name in enumerate(env.spec.team_names)})
     return vstate, trajectory, episodes
 
 
 def minibatch_loss(network: TeamActorCritic, config: Config, axis_name: Optional[str],
                    params: Any, batch: Batch) -> tuple[jax.Array, Metrics]:
     """PPO's clipped loss over every (step, env, agent) row of a minibatch under `params`
-    (recurrent: its env sequences replayed from their stored state)."""
+    (recurrent: its env sequences replayed from their stored state); with a policy per team,
+    the sum of each team's loss over its own agents' rows (metrics averaged over teams)."""
     _, (logits, values) = apply_sequences(network, params, batch.memory, with_agent_ids(batch.obs),
                                           batch.critic_in, batch.starts)
-    return mappo_loss(
-        logits, batch.legal, values, batch.actions, batch.log_probs, batch.values,
-        batch.advantages, batch.returns, clip_eps=config.clip_eps, vf_coef=config.vf_coef, ent_coef=config.ent_coef,
+    loss = functools.partial(
+        mappo_loss, clip_eps=config.clip_eps, vf_coef=config.vf_coef, ent_coef=config.ent_coef,
         clip_value=config.clip_value, normalize_advantages=config.normalize_advantages,
-        axis_name=axis_name,
-    )
+        axis_name=axis_name)
+    rows = (logits, batch.legal, values, batch.actions, batch.log_probs, batch.values,
+            batch.advantages, batch.returns)
+    if not network.agent_teams:
+        return loss(*rows)
+    teams = [loss(*(x[:, :, jnp.asarray(agents)] for x in rows))  # agents are axis 2
+             for agents in team_agents(network.agent_teams)]
+    return (sum(total for total, _ in teams),
+            jax.tree.map(lambda *m: sum(m) / len(m), *(metrics for _, metrics in teams)))
 
 
 def update(network: TeamActorCritic, optimizer: optax.GradientTransformation, config: Config,
@@ -230,9 +272,11 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
     over."""
     config.validate()
     spec = env.spec
-    check_team(spec)
+    check_team(spec, competing=True)
+    check_policies(spec, config.policies, config.frozen_teams)
     network = build_network(spec, config)
-    bound_update = functools.partial(update, network, build_optimizer(config), config, axis_name)
+    bound_update = functools.partial(update, network, build_team_optimizer(spec, config), config,
+                                     axis_name)
     rollout = functools.partial(collect, env, network, config, axis_name)
 
     def init_envs(key: jax.Array, env_ids: jax.Array) -> VecEnvState:
@@ -266,8 +310,11 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
 
 def greedy_action(agent: Agent) -> RecurrentPolicy:
     """Masked-argmax actions [B, N] for evaluation, carrying a recurrent network's state (a
-    feed-forward one carries None); `legal` [B, N, A] from the evaluation's context."""
+    feed-forward one carries None); `legal` [B, N, A] from the evaluation's context. A frozen
+    team's agents sample from their policy (a near-uniform one: a random opponent)."""
     config, spec = agent.config, agent.spec
+    greedy = (jnp.asarray([team not in config.frozen_teams for team in spec.teams])
+              if config.frozen_teams else True)
 
     def step(state: State, memory: PyTree, obs: jax.Array, starts: jax.Array, key: jax.Array,
              legal=None, env_state=None):
@@ -280,7 +327,7 @@ def greedy_action(agent: Agent) -> RecurrentPolicy:
         actor_in, critic_in = inputs_of(spec, config, obs, world_state)
         memory, action, _, _ = team_step(agent.network, state.params, memory, actor_in,
                                          critic_in, None if memory is None else starts, legal,
-                                         key, greedy=True)
+                                         key, greedy=greedy)
         return action, memory
 
     return RecurrentPolicy(

@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 from jaxrl_sys.agents.families.policy_gradient import ClippedPPOConfig
-from jaxrl_sys.core.config import check_choice
+from jaxrl_sys.agents.families.teams import POLICIES
+from jaxrl_sys.core.config import ConfigError, check_choice
 
 CRITICS = ("central", "local")  # MAPPO: the world state; IPPO: the agent's own observation
 
@@ -23,8 +24,13 @@ class Config(ClippedPPOConfig):
     hidden: tuple[int, ...] = (64, 64)
     memory_size: int = 64
     critic: str = "central"  # or "local" (IPPO)
+    policies: str = "shared"  # or "by_team": a policy per competing team
+    frozen_teams: tuple[str, ...] = ()  # by_team: teams whose policy stays at its initialisation
 
     def validate(self) -> None:
         """Reject values that cannot work, with one line naming the field."""
         super().validate()
         check_choice(self, "critic", CRITICS)
+        check_choice(self, "policies", POLICIES)
+        if self.frozen_teams and self.policies != "by_team":
+            raise ConfigError("frozen_teams needs policies=by_team")

@@ -18,10 +18,10 @@ def team_advantages(rewards: jax.Array, values: jax.Array, next_values: jax.Arra
                     lam: float) -> tuple[jax.Array, jax.Array]:
     """GAE (advantages, returns) [T, B, N] of each agent's values [T, B, N] (and of the state
     each step reached, `next_values`) under the team's rewards and episode ends [T, B]: every
-    agent is credited with the whole team's reward.
+    agent is credited with the whole team's reward (or, rewards [T, B, N], its own team's).
 
     Args:
-        rewards: [T, B] team rewards.
+        rewards: [T, B] team rewards, or [T, B, N] each agent's team's.
         values: [T, B, N] each agent's values.
         next_values: [T, B, N] each agent's values of the state reached after each step.
         terminated: bool [T, B].
@@ -34,7 +34,8 @@ def team_advantages(rewards: jax.Array, values: jax.Array, next_values: jax.Arra
         returns: [T, B, N] value targets.
     """
     team = lambda x: jax.numpy.broadcast_to(x[..., None], values.shape)  # noqa: E731
-    return gae(team(rewards), values, next_values, team(terminated), team(truncated), gamma, lam)
+    per_agent = rewards if rewards.ndim == values.ndim else team(rewards)
+    return gae(per_agent, values, next_values, team(terminated), team(truncated), gamma, lam)
 
 
 def mappo_loss(logits: jax.Array, legal: jax.Array, values: jax.Array, actions: jax.Array,

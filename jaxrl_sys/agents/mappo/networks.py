@@ -3,7 +3,9 @@ one-hot agent id), feed-forward or recurrent, and the ways the agent reads them.
 
 Rows are (env, agent) pairs: observations [T, B, N, D] are read as [T, B * N, ...]. The actor
 sees an agent's observation and id; the critic sees the same (IPPO) or the env's world state
-with the id (MAPPO's centralised value). Unavailable actions get no probability."""
+with the id (MAPPO's centralised value). Unavailable actions get no probability. With a policy
+per team (`agent_teams` set) the parameters are stacked [K, ...] and each agent's rows go
+through its team's."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxrl_sys.agents.families.teams import with_agent_ids
+from jaxrl_sys.agents.families.teams import per_agent, with_agent_ids
 from jaxrl_sys.core import distributions as dist
 from jaxrl_sys.core.networks import MLP, Head, SequenceMemory, initial_memory
 from jaxrl_sys.core.types import PyTree
@@ -27,13 +29,15 @@ class TeamActorCritic(nn.Module):
     [T, R, Dc], starts [T, R])` -> (memory after the last step, (logits [T, R, A], values
     [T, R])). `memory` is (actor's, critic's) state [R, ...], or None when feed-forward.
     `values(critic_memory, critic_in, starts)` runs the critic alone: (its memory after,
-    values [T, R])."""
+    values [T, R]). `agent_teams` [N] (a policy per team) tells `apply_sequences` and
+    `sequence_values` to read parameters stacked per team; () shares one set."""
 
     action_dim: int
     hidden: Sequence[int] = (64, 64)
     activation: str = "tanh"
     memory: str = "none"
     memory_size: int = 128
+    agent_teams: tuple[int, ...] = ()
 
     def setup(self) -> None:
         recurrent = self.memory != "none"
@@ -102,6 +106,8 @@ def apply_sequences(network: TeamActorCritic, params: Any, memory: PyTree, obs: 
     values [T, B, N])), rows (env, agent) flattened for the network and back. `memory`
     (actor, critic) [B, N, ...]; `starts` [T, B] (recurrent only)."""
     steps, envs, agents = obs.shape[:3]
+    if network.agent_teams:
+        return _apply_per_agent(network, params, memory, obs, critic_in, starts)
     rows = lambda x: x.reshape(steps, envs * agents, *x.shape[3:])  # noqa: E731
     flat_memory = jax.tree.map(lambda m: m.reshape(envs * agents, *m.shape[2:]), memory)
     row_starts = (jnp.zeros((steps, envs * agents), jnp.bool_) if starts is None
@@ -118,6 +124,9 @@ def sequence_values(network: TeamActorCritic, params: Any, critic_memory: PyTree
     """The critic alone over team sequences [T, B, N, C]: values [T, B, N] (its memory, [B, N,
     ...] before step 0, is not returned)."""
     steps, envs, agents = critic_in.shape[:3]
+    if network.agent_teams:
+        return _apply_per_agent(network, params, critic_memory, critic_in, None, starts,
+                                method=TeamActorCritic.values)[1]
     row_starts = (jnp.zeros((steps, envs * agents), jnp.bool_) if starts is None
                   else jnp.repeat(starts, agents, axis=1))
     memory = jax.tree.map(lambda m: m.reshape(envs * agents, *m.shape[2:]), critic_memory)
@@ -127,15 +136,38 @@ def sequence_values(network: TeamActorCritic, params: Any, critic_memory: PyTree
     return values.reshape(steps, envs, agents)
 
 
+def _apply_per_agent(network: TeamActorCritic, params: Any, memory: PyTree, first: jax.Array,
+                     critic_in: Optional[jax.Array], starts: Optional[jax.Array],
+                     method: Any = None):
+    """`apply_sequences` (or, with `method=TeamActorCritic.values` and `first` the critic's
+    inputs, the critic alone) with a policy per team: each agent's rows [T, B] through its
+    team's parameters (stacked [K, ...]), agents vmapped. Returns what the method returns with
+    agents on axis 2 of sequences [T, B, N, ...] and axis 1 of memory [B, N, ...]."""
+    steps, envs = first.shape[:2]
+    row_starts = jnp.zeros((steps, envs), jnp.bool_) if starts is None else starts
+    inputs = (first,) if critic_in is None else (first, critic_in)
+
+    def one_agent(agent_params, agent_memory, *agent_inputs):
+        return network.apply(agent_params, agent_memory, *agent_inputs, row_starts,
+                             **({} if method is None else {"method": method}))
+
+    out_axes = (1, 2) if method is not None else (1, (2, 2))
+    return jax.vmap(one_agent, in_axes=(0, 1) + (2,) * len(inputs), out_axes=out_axes)(
+        per_agent(params, network.agent_teams), memory, *inputs)
+
+
 def sample(logits: jax.Array, legal: jax.Array, key: jax.Array,
-           greedy: bool = False) -> tuple[jax.Array, jax.Array]:
+           greedy: "bool | jax.Array" = False) -> tuple[jax.Array, jax.Array]:
     """Actions [..., N] among the legal ones (`legal` [..., N, A]) and their log-probs: a sample,
-    or (greedy) the masked argmax."""
+    or (greedy) the masked argmax; `greedy` bool [N] picks per agent."""
     logits = masked_logits(logits, legal)
-    if greedy:
+    if isinstance(greedy, bool) and greedy:
         action = jnp.argmax(logits, axis=-1)
-    else:
+    elif isinstance(greedy, bool):
         action = jax.random.categorical(key, logits, axis=-1)
+    else:
+        action = jnp.where(greedy, jnp.argmax(logits, axis=-1),
+                           jax.random.categorical(key, logits, axis=-1))
     return action, dist.categorical_log_prob(logits, action)
 
 
