@@ -79,6 +79,11 @@ def train_here(capsys, *args: str) -> subprocess.CompletedProcess:
         (["--agent", "ippo", "--env", "jaxmarl:MPE_spread"], "unknown JaxMARL env"),
         (["--agent", "mappo", "--set", "env.foo=1"], "has no param foo"),
         (["--agent", "mappo", "--set", "critic=global"], "critic must be one of"),
+        (["--agent", "mappo", "--env", "jaxmarl:MPE_simple_tag_v3"], "set policies=by_team"),
+        (["--agent", "ippo", "--set", "policies=by_team"], "needs an env of competing teams"),
+        (["--agent", "mappo", "--env", "jaxmarl:MPE_simple_tag_v3", "--set", "policies=by_team",
+          "--set", "frozen_teams=prey"], "frozen_teams names prey, not a team"),
+        (["--agent", "qmix", "--env", "jaxmarl:MPE_simple_tag_v3"], "has teams that compete"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(capsys, args, expected):
