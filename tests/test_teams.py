@@ -164,3 +164,45 @@ def test_policies_by_team_on_eight_devices_equal_one_device(tag):
                  params_8, params_1)
     for key in ("return_adversary", "return_agent", "episode_return_sum"):
         np.testing.assert_allclose(metrics_8[key], metrics_1[key], rtol=1e-5)
+
+
+def test_a_per_team_module_gives_each_agent_its_own_teams_output():
+    """Two teams' parameters of one dense layer on [B, N, D] inputs: agent n's output is its
+    team's layer applied to its input, and each team's gradient comes from its agents only."""
+    import flax.linen as nn
+
+    layer = teams.PerTeam(nn.Dense(3), agent_teams=(0, 0, 1))
+    x = jax.random.normal(jax.random.PRNGKey(0), (5, 3, 4))
+    params = layer.init(jax.random.PRNGKey(1), x)
+    assert jax.tree.leaves(params)[0].shape[0] == 2
+    out = layer.apply(params, x)
+    team = lambda k: jax.tree.map(lambda p: p[k], params)  # noqa: E731
+    np.testing.assert_allclose(out[:, :2], nn.Dense(3).apply(team(0), x)[:, :2], rtol=1e-6)
+    np.testing.assert_allclose(out[:, 2], nn.Dense(3).apply(team(1), x)[:, 2], rtol=1e-6)
+    grads = jax.grad(lambda p: layer.apply(p, x)[:, 2].sum())(params)
+    assert all(float(jnp.abs(g[0]).max()) == 0.0 and float(jnp.abs(g[1]).max()) > 0
+               for g in jax.tree.leaves(grads))
+
+
+def test_maddpg_learns_each_teams_critics_from_its_own_reward_and_keeps_a_frozen_team(tag):
+    from jaxrl_sys.agents import maddpg
+
+    config = dataclasses.replace(
+        maddpg.default_config(TAG), num_envs=16, batch_size=64, buffer_size=1024,
+        learning_starts=0, hidden=(16,), frozen_teams=("agent",))
+    assert config.policies == "by_team"  # the shipped default on predator-prey
+    agent = maddpg.make(tag, config)
+    runner = place(*placement_fns(agent), num_envs=config.num_envs, num_devices=1,
+                   iters_per_chunk=4)
+    start = runner.init(np.asarray([0]))
+    initial = jax.device_get(start.agent_state.params)
+    carry, metrics = runner.run_chunk(start)
+    trained = jax.device_get(carry.agent_state.params)
+    replayed = np.asarray(carry.env_state.replay.data["reward"])  # [seeds, envs, capacity, N]
+    assert replayed.shape[-1] == 4
+    np.testing.assert_array_equal(replayed[..., 0], replayed[..., 2])  # teammates' rewards
+    for net in ("actor", "critic"):
+        old, new = jax.tree.leaves(getattr(initial, net)), jax.tree.leaves(getattr(trained, net))
+        assert max(float(np.abs(n[:, 0] - o[:, 0]).max()) for o, n in zip(old, new)) > 1e-4
+        assert max(float(np.abs(n[:, 1] - o[:, 1]).max()) for o, n in zip(old, new)) == 0.0
+    assert np.isfinite(metrics["return_adversary"][0][-1])

@@ -5,14 +5,17 @@ axis [K, ...], gathered per agent, each team with its own optimiser (RLlib's pol
 
 from __future__ import annotations
 
-from typing import Callable
+import dataclasses
+from typing import Any, Callable, Optional
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
 
-from jaxrl_sys.core.config import ConfigError
-from jaxrl_sys.core.types import EnvSpec, PyTree
+from jaxrl_sys.core import collectives
+from jaxrl_sys.core.config import ConfigError, check_choice
+from jaxrl_sys.core.types import EnvSpec, Metrics, PyTree
 
 
 def with_agent_ids(x: jax.Array) -> jax.Array:
@@ -49,6 +52,18 @@ def check_team(spec: EnvSpec, competing: bool = False) -> None:
 # ------------------------------------------------------------------ policies by team (competitive)
 
 POLICIES = ("shared", "by_team")  # one policy for every agent, or one per team
+
+
+def check_policy_fields(config: Any) -> None:
+    """One line unless a config's `policies` is known and `frozen_teams` comes with
+    `policies="by_team"` (what can be checked before the env is known).
+
+    Args:
+        config: a Config with `policies` and `frozen_teams`.
+    """
+    check_choice(config, "policies", POLICIES)
+    if config.frozen_teams and config.policies != "by_team":
+        raise ConfigError("frozen_teams needs policies=by_team")
 
 
 def check_policies(spec: EnvSpec, policies: str, frozen_teams: tuple[str, ...]) -> None:
@@ -138,3 +153,45 @@ def per_team_optimizer(optimizer: optax.GradientTransformation,
         return jax.tree.map(scale, updates), state
 
     return optax.GradientTransformation(jax.vmap(optimizer.init), update)
+
+
+@dataclasses.dataclass(frozen=True)
+class PerTeam:
+    """A module over a whole team's inputs ([B, N, ...] in, [B, N, ...] out) with a set of
+    parameters per team, stacked [K, ...]: `apply` runs every team's parameters on all the
+    agents and keeps, for each agent, its own team's output (K passes: for networks that read
+    the team together, such as MADDPG's centralised critics). `init` and `apply` mirror the
+    module's."""
+
+    module: nn.Module
+    agent_teams: tuple[int, ...]
+
+    def init(self, key: jax.Array, *args: Any) -> PyTree:
+        """Each team's parameters of `module.init(key, *args)`, stacked [K, ...]."""
+        return init_per_team(lambda k: self.module.init(k, *args), key,
+                             max(self.agent_teams) + 1)
+
+    def apply(self, params: PyTree, *args: Any) -> jax.Array:
+        """[B, N, ...]: agent n's entries from its team's parameters."""
+        outputs = jax.vmap(lambda p: self.module.apply(p, *args))(params)  # [K, B, N, ...]
+        agents = jnp.arange(len(self.agent_teams))
+        # the two index arrays, split by a slice, lead the result: [N, B, ...]
+        return jnp.moveaxis(outputs[jnp.asarray(self.agent_teams), :, agents], 0, 1)
+
+
+def team_return_metrics(team_sums: jax.Array, episode_count: jax.Array,
+                        names: tuple[str, ...], axis_name: Optional[str]) -> Metrics:
+    """Each team's mean return of the episodes that ended, `return_<team>` (NaN where none
+    did), from sums [..., K] of `info["team_episode_return"]` over steps and envs.
+
+    Args:
+        team_sums: [..., K] team returns of ended episodes, summed over leading axes here.
+        episode_count: the episodes that ended, summed over devices already.
+        names: the teams' names.
+        axis_name: the device axis to sum over, or None.
+
+    Returns:
+        One scalar per team.
+    """
+    sums = collectives.psum(team_sums.reshape(-1, len(names)).sum(axis=0), axis_name)
+    return {f"return_{name}": sums[k] / episode_count for k, name in enumerate(names)}

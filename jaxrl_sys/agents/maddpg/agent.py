@@ -11,6 +11,13 @@ straight-through Gumbel-softmax. Replay is the continuous-control family's: env-
 device, each device sampling its share of the global batch; the Gumbel noise of an update is
 drawn for the global batch and sliced, and gradients are averaged over `axis_name`, so one
 update on N devices equals one on 1 device.
+
+Teams that compete (`EnvSpec.teams`, predator-prey) take `policies="by_team"`: an actor and
+critics per team, parameters stacked [K, ...] (`teams.PerTeam`: every team's networks read
+the whole team, each agent keeps its own team's output), each team with its own optimisers;
+each agent's critic learns from its own team's reward (replayed per agent, [N]).
+`frozen_teams` keeps the named teams at their initial policy, which they sample in greedy
+evaluation too (a random opponent). Each team's episode return is a metric (`return_<team>`).
 """
 
 from __future__ import annotations
@@ -28,7 +35,9 @@ from jaxrl_sys.agents.families.continuous_control import (
     ActorCriticOptState, ActorCriticParams, ActorCriticState,
     absorb, global_noise, local_batch_size, mean_over_learned,
 )
-from jaxrl_sys.agents.families.teams import check_team
+from jaxrl_sys.agents.families.teams import (
+    PerTeam, check_policies, check_team, per_team_optimizer, team_return_metrics,
+)
 from jaxrl_sys.agents.maddpg import losses
 from jaxrl_sys.agents.maddpg.config import Config
 from jaxrl_sys.agents.maddpg.losses import Targets, Trainable, gumbel_max_actions
@@ -65,8 +74,8 @@ class Setup:
 
     config: Config
     env: Env
-    actor: TeamActor
-    critic: CentralCritics
+    actor: "TeamActor | PerTeam"
+    critic: "CentralCritics | PerTeam"
     actor_optimizer: optax.GradientTransformation
     critic_optimizer: optax.GradientTransformation
     loss: Callable[..., tuple[jax.Array, Metrics]]  # `losses.maddpg_loss`, networks bound
@@ -80,22 +89,24 @@ class Agent(BoundAgent):
     setup: Setup
 
 
-def joint_step(spec: EnvSpec) -> dict:
+def joint_step(spec: EnvSpec, agents_rewards: bool = False) -> dict:
     """One env's replay row, zeros: the team's observations, world state and legal actions
-    before and after the step, its actions, the team reward and the termination."""
+    before and after the step, its actions, the team reward (by team: each agent's team's
+    [N]) and the termination."""
     agents, actions = spec.num_agents, spec.action_space.n
     obs = jnp.zeros(spec.obs_shape, jnp.float32)
     world = jnp.zeros(spec.state_shape, jnp.float32)
     legal = jnp.ones((agents, actions), jnp.bool_)
     return dict(obs=obs, world=world, legal=legal, action=jnp.zeros((agents,), jnp.int32),
-                reward=jnp.zeros((), jnp.float32), terminated=jnp.zeros((), jnp.bool_),
+                reward=jnp.zeros((agents,) if agents_rewards else (), jnp.float32),
+                terminated=jnp.zeros((), jnp.bool_),
                 next_obs=obs, next_world=world, next_legal=legal)
 
 
 def init(setup: Setup, key: jax.Array) -> State:
     """Fresh actor and critics, targets equal to them, optimiser states and counters."""
     spec = setup.env.spec
-    row = jax.tree.map(lambda x: x[None], joint_step(spec))
+    row = jax.tree.map(lambda x: x[None], joint_step(spec, by_team(setup)))
     joints = jnp.zeros((1, spec.num_agents, spec.num_agents, spec.action_space.n), jnp.float32)
     actor_key, critic_key = jax.random.split(key)
     actor = setup.actor.init(actor_key, row["obs"])
@@ -107,18 +118,21 @@ def init(setup: Setup, key: jax.Array) -> State:
                  env_steps=zero, updates=zero)
 
 
-def act(setup: Setup, params: Params, obs: jax.Array, key: jax.Array, greedy: bool = False,
+def act(setup: Setup, params: Params, obs: jax.Array, key: jax.Array,
+        greedy: "bool | tuple[bool, ...]" = False,
         legal: Optional[jax.Array] = None) -> jax.Array:
     """Team actions [B, N] for observations [B, N, D]: each agent's most likely legal action
-    (`greedy`), or a sample of its policy under per-env keys [B] or one key; `legal`
-    [B, N, A] (all legal if None)."""
+    (`greedy`; a tuple [N] chooses per agent), or a sample of its policy under per-env keys
+    [B] or one key; `legal` [B, N, A] (all legal if None)."""
     logits = setup.actor.apply(params.actor, obs.astype(jnp.float32))
     if legal is None:
         legal = jnp.ones(logits.shape, jnp.bool_)
-    if greedy:
+    if greedy is True:
         return gumbel_max_actions(logits, legal, jnp.zeros_like(logits))
     keys = key if key.ndim == 2 else jax.random.split(key, obs.shape[0])
     gumbel = jax.vmap(lambda k: jax.random.gumbel(k, logits.shape[1:]))(keys)
+    if greedy is not False:  # bool [N]: greedy agents, the others sample
+        gumbel = jnp.where(jnp.asarray(greedy)[:, None], 0.0, gumbel)
     return gumbel_max_actions(logits, legal, gumbel)
 
 
@@ -162,7 +176,7 @@ def update(setup: Setup, state: State, batch: dict, key: jax.Array) -> tuple[Sta
 def init_envs(setup: Setup, key: jax.Array, env_ids: jax.Array) -> EnvState:
     """Reset the teams `env_ids` [E] and give them empty replay rows."""
     return EnvState(reset_envs(setup.env, key, env_ids),
-                    replay.init(joint_step(setup.env.spec), env_ids.shape[0],
+                    replay.init(joint_step(setup.env.spec, by_team(setup)), env_ids.shape[0],
                                 setup.config.capacity_per_env))
 
 
@@ -183,8 +197,10 @@ def train_step(setup: Setup, state: State, env_state: EnvState, key: jax.Array
         action = explore(setup, state.params, vstate.obs, legal,
                          per_env_keys(act_key, vstate.env_ids), state.env_steps)
         next_vstate, result = step_envs(env, vstate, action, env_key)
+        reward = (result.info["team_rewards"][:, jnp.asarray(setup.actor.agent_teams)]
+                  if by_team(setup) else result.reward)  # by team: each agent's team's
         row = dict(obs=vstate.obs.astype(jnp.float32), world=world_state(vstate.env_state),
-                   legal=legal, action=action, reward=result.reward.astype(jnp.float32),
+                   legal=legal, action=action, reward=reward.astype(jnp.float32),
                    terminated=result.terminated,
                    next_obs=result.info["final_observation"].astype(jnp.float32),
                    next_world=result.info["final_world_state"],
@@ -192,12 +208,16 @@ def train_step(setup: Setup, state: State, env_state: EnvState, key: jax.Array
         state, buffer, metrics, learned = absorb(config, setup.axis_name,
                                                  functools.partial(update, setup), state,
                                                  es.replay, row, update_key, local_batch)
-        return (state, EnvState(next_vstate, buffer)), (metrics, learned,
-                                                         episode_metrics(result.info, None))
+        episodes = episode_metrics(result.info, None)
+        team_sums = result.info["team_episode_return"] if by_team(setup) else None
+        return (state, EnvState(next_vstate, buffer)), (metrics, learned, episodes, team_sums)
 
-    (state, env_state), (metrics, learned, episodes) = jax.lax.scan(
+    (state, env_state), (metrics, learned, episodes, team_sums) = jax.lax.scan(
         env_step, (state, env_state), jnp.arange(config.rollout_steps))
     episodes = collectives.psum(jax.tree.map(jnp.sum, episodes), setup.axis_name)
+    if by_team(setup):
+        episodes.update(team_return_metrics(team_sums, episodes["episode_count"],
+                                            env.spec.team_names, setup.axis_name))
     return state, env_state, {**mean_over_learned(metrics, learned), **episodes}
 
 
@@ -212,25 +232,38 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
     ConfigError for an env that is not a team with discrete actions."""
     config.validate()
     spec = env.spec
-    check_team(spec)
+    check_team(spec, competing=True)
+    check_policies(spec, config.policies, config.frozen_teams)
     actor = TeamActor(spec.action_space.n, tuple(config.hidden), config.activation)
     critic = CentralCritics(tuple(config.hidden), config.activation)
+    optimizers = (build_optimizer(config, config.actor_learning_rate),
+                  build_optimizer(config, config.critic_learning_rate))
+    if config.policies == "by_team":
+        actor, critic = PerTeam(actor, spec.agent_teams), PerTeam(critic, spec.agent_teams)
+        learning = tuple(team not in config.frozen_teams for team in spec.team_names)
+        optimizers = tuple(per_team_optimizer(o, learning) for o in optimizers)
     loss = functools.partial(losses.maddpg_loss, actor=actor, critic=critic,
                              gamma=config.gamma, temperature=config.gumbel_temperature,
                              logit_penalty=config.logit_penalty)
-    setup = Setup(config, env, actor, critic,
-                  build_optimizer(config, config.actor_learning_rate),
-                  build_optimizer(config, config.critic_learning_rate), loss, axis_name)
+    setup = Setup(config, env, actor, critic, *optimizers, loss, axis_name)
     bind = functools.partial
     return Agent(config, spec, bind(init, setup), bind(init_envs, setup), bind(act, setup),
                  bind(update, setup), bind(train_step, setup), setup=setup)
 
 
 def greedy_action(agent: Agent) -> Callable[..., jax.Array]:
-    """Each agent's most likely legal action, for evaluation; `legal` [B, N, A] from the
-    evaluation's context."""
+    """Each agent's most likely legal action, for evaluation (a frozen team's agents sample
+    their initial policy: a random opponent); `legal` [B, N, A] from the evaluation's
+    context."""
+    frozen = agent.config.frozen_teams
+    greedy = tuple(team not in frozen for team in agent.spec.teams) if frozen else True
     return lambda state, obs, key, legal=None, env_state=None: agent.act(
-        state.params, obs, key, greedy=True, legal=legal)
+        state.params, obs, key, greedy=greedy, legal=legal)
+
+
+def by_team(setup: Setup) -> bool:
+    """Whether each competing team has its own actor and critics."""
+    return isinstance(setup.actor, PerTeam)
 
 
 placement_problem = batch_placement_problem  # each device samples its share of the batch

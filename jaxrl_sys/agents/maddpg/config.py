@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from jaxrl_sys.agents.families.continuous_control import ContinuousControlConfig
+from jaxrl_sys.agents.families.teams import check_policy_fields
 from jaxrl_sys.core.config import ConfigError, check_at_least, check_positive
 
 
@@ -32,12 +33,15 @@ class Config(ContinuousControlConfig):
     max_grad_norm: float = 0.5  # each network's gradient norm, clipped
     gumbel_temperature: float = 1.0  # of the actor's relaxed action in its gradient
     logit_penalty: float = 1e-3  # times the mean squared logit, in the actor's loss
+    policies: str = "shared"  # or "by_team": an actor and critics per competing team
+    frozen_teams: tuple[str, ...] = ()  # by_team: teams whose policy stays at its initialisation
 
     def validate(self) -> None:
         """Reject values that cannot work, with one line naming the field."""
         super().validate()
         check_positive(self, "max_grad_norm", "gumbel_temperature")
         check_at_least(self, 0, "logit_penalty")
+        check_policy_fields(self)
         if self.noise_correlation:
             raise ConfigError("maddpg explores by sampling its discrete policy; "
                               "noise_correlation is for continuous actions (set it to 0)")

@@ -111,7 +111,7 @@ def critic_target(reward: jax.Array, terminated: jax.Array, next_q: jax.Array,
     """Each agent's one-step target r + gamma (1 - terminated) Q'_i(s', a').
 
     Args:
-        reward: [B] the team reward.
+        reward: [B] the team reward, or [B, N] each agent's (its team's, teams competing).
         terminated: bool [B] episodes that ended (truncated ones bootstrap).
         next_q: [B, N] the target critics' values at the next state.
         gamma: the discount.
@@ -120,7 +120,8 @@ def critic_target(reward: jax.Array, terminated: jax.Array, next_q: jax.Array,
         [B, N] targets.
     """
     alive = 1.0 - terminated.astype(jnp.float32)
-    return reward[:, None] + gamma * alive[:, None] * next_q
+    per_agent = reward if reward.ndim == next_q.ndim else reward[:, None]
+    return per_agent + gamma * alive[:, None] * next_q
 
 
 def maddpg_loss(trainable: Trainable, targets: Targets, batch: dict, gumbel: jax.Array, *,
@@ -136,7 +137,8 @@ def maddpg_loss(trainable: Trainable, targets: Targets, batch: dict, gumbel: jax
     Args:
         trainable: the actor's and critics' parameters.
         targets: their target copies.
-        batch: obs [B, N, D], world [B, S], legal bool [B, N, A], action int [B, N], reward [B],
+        batch: obs [B, N, D], world [B, S], legal bool [B, N, A], action int [B, N], reward [B]
+            (or [B, N]),
             terminated bool [B], next_obs [B, N, D], next_world [B, S], next_legal [B, N, A].
         gumbel: [2, B, N, A] standard Gumbel noise: the next actions', then the actors'.
         actor: the team actor module.

@@ -39,7 +39,8 @@ from jaxrl_sys.agents.families.policy_gradient import (
     recurrent_placement_problem, rollout_unroll_for, sgd_epochs, take_minibatches,
 )
 from jaxrl_sys.agents.families.teams import (
-    check_policies, check_team, init_per_team, per_team_optimizer, team_agents, with_agent_ids,
+    check_policies, check_team, init_per_team, per_team_optimizer, team_agents,
+    team_return_metrics, with_agent_ids,
 )
 from jaxrl_sys.agents.mappo.config import Config
 from jaxrl_sys.agents.mappo.losses import mappo_loss, team_advantages
@@ -214,10 +215,9 @@ def collect(env: Env, network: TeamActorCritic, config: Config, axis_name: Optio
                             memory=env_state.memory)
     team_sums = episodes.pop("team_return_sum", None)  # [T, K] by team
     episodes = collectives.psum(jax.tree.map(jnp.sum, episodes), axis_name)
-    if by_team:  # a mean return per team: NaN in an iteration where no episode ended
-        team_sums = collectives.psum(jnp.sum(team_sums, axis=0), axis_name)
-        episodes.update({f"return_{name}": team_sums[k] / episodes["episode_count"]
-                         for k, name in enumerate(env.spec.team_names)})
+    if by_team:
+        episodes.update(team_return_metrics(team_sums, episodes["episode_count"],
+                                            env.spec.team_names, axis_name))
     return vstate, trajectory, episodes
 
 

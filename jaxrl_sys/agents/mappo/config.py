@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 from jaxrl_sys.agents.families.policy_gradient import ClippedPPOConfig
-from jaxrl_sys.agents.families.teams import POLICIES
-from jaxrl_sys.core.config import ConfigError, check_choice
+from jaxrl_sys.agents.families.teams import check_policy_fields
+from jaxrl_sys.core.config import check_choice
 
 CRITICS = ("central", "local")  # MAPPO: the world state; IPPO: the agent's own observation
 
@@ -31,6 +31,4 @@ class Config(ClippedPPOConfig):
         """Reject values that cannot work, with one line naming the field."""
         super().validate()
         check_choice(self, "critic", CRITICS)
-        check_choice(self, "policies", POLICIES)
-        if self.frozen_teams and self.policies != "by_team":
-            raise ConfigError("frozen_teams needs policies=by_team")
+        check_policy_fields(self)
