@@ -99,7 +99,19 @@ def first_episodes(env: Env, policy: Union[Policy, RecurrentPolicy], params: Any
                    fields: dict[str, tuple[int, ...]]) -> dict[str, jax.Array]:
     """The `info` values named by `fields` (name -> an env's value's shape) at the end of the
     first episode of one env per id [N], float32 [N, ...]: the loop `evaluate` and
-    `evaluate_teams` run, `max_episode_steps` steps so that every first episode ends."""
+    `evaluate_teams` run, `max_episode_steps` steps so that every first episode ends.
+
+    Args:
+        env: the env, reporting episode statistics.
+        policy: the policy, acting on observations [N, ...].
+        params: what `policy` takes first (an agent's state).
+        key: a PRNG key.
+        episode_ids: [N] int32 ids, one episode each.
+        fields: info name -> the shape of one env's value.
+
+    Returns:
+        info name -> [N, ...] float32 values at each first episode's end.
+    """
     num_episodes = episode_ids.shape[0]
     reset_key, run_key = jax.random.split(key)
     policy = stateful(policy)

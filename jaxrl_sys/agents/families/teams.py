@@ -167,12 +167,28 @@ class PerTeam:
     agent_teams: tuple[int, ...]
 
     def init(self, key: jax.Array, *args: Any) -> PyTree:
-        """Each team's parameters of `module.init(key, *args)`, stacked [K, ...]."""
+        """Each team's parameters of `module.init(key, *args)`, stacked [K, ...].
+
+        Args:
+            key: a PRNG key, split once per team.
+            *args: the module's inputs.
+
+        Returns:
+            Parameters with leaves [K, ...].
+        """
         return init_per_team(lambda k: self.module.init(k, *args), key,
                              max(self.agent_teams) + 1)
 
     def apply(self, params: PyTree, *args: Any) -> jax.Array:
-        """[B, N, ...]: agent n's entries from its team's parameters."""
+        """The module's output with each agent's entries from its own team's parameters.
+
+        Args:
+            params: leaves [K, ...].
+            *args: the module's inputs, the team's agents on axis 1.
+
+        Returns:
+            [B, N, ...]: agent n's entries from its team's parameters.
+        """
         outputs = jax.vmap(lambda p: self.module.apply(p, *args))(params)  # [K, B, N, ...]
         agents = jnp.arange(len(self.agent_teams))
         # the two index arrays, split by a slice, lead the result: [N, B, ...]
