@@ -2,8 +2,9 @@
 26-step episodes): `python benchmarks/predator_prey.py RUN_DIR [RUN_DIR ...] --episodes 64`.
 
 Prints a markdown table, one row per run directory (each of its seeds' latest checkpoint,
-played greedily; a frozen team samples from its initial, near-uniform policy) and a first row
-where every agent moves uniformly at random: each team's mean return and the catches per
+played greedily; a frozen team samples from its initial, near-uniform policy), a first row
+where every agent moves uniformly at random, and (`--cross A B`) rows of run A's predators
+against run B's prey: each team's mean return and the catches per
 episode. Every catch pays each of the 3 predators 10 (JaxMARL's `simple_tag` rewards, no
 shaping), so catches = the predators' team return / 30. Runs come from `jaxrl-train --agent
 mappo|ippo --env jaxmarl:MPE_simple_tag_v3 --set policies=by_team [--set frozen_teams=agent]`.
@@ -51,12 +52,55 @@ def run_team_returns(run_dir: str, episodes: int, seed: int) -> tuple[str, np.nd
     policy = resolved.module.greedy_action(saved.agent)
     run = jax.jit(jax.vmap(lambda state: evaluate_teams(
         env, policy, state, jax.random.PRNGKey(seed), jnp.arange(episodes))))
-    config = saved.agent.config
-    frozen = f", frozen {','.join(config.frozen_teams)}" if config.frozen_teams else ""
-    label = (f"{resolved.spec.agent}{frozen}, {len(resolved.seeds)} seeds, "
-             f"{int(record['env_steps_per_seed']) if 'env_steps_per_seed' in record else '?'} "
-             "steps/seed")
+    label = (f"{label_of(saved)}, {len(resolved.seeds)} seeds, "
+             f"{steps_per_seed(run_dir, record['chunk']) / 1e6:.2f}M steps/seed")
     return label, np.asarray(run(carry.agent_state))
+
+
+def steps_per_seed(run_dir: str, chunk: int) -> int:
+    """Env steps per seed at the end of chunk `chunk` (the run's metrics.jsonl, one line per
+    chunk)."""
+    import json
+    import pathlib
+
+    lines = pathlib.Path(run_dir, "metrics.jsonl").read_text().splitlines()
+    return int(json.loads(lines[chunk])["env_steps_per_seed"])
+
+
+def cross_team_returns(predator_run: str, prey_run: str, episodes: int,
+                       seed: int) -> tuple[str, np.ndarray]:
+    """(a label, [seeds, episodes, K] team returns) of the first run's predators (greedy)
+    against the second run's prey (greedy, or sampling where its run froze it), seed by seed:
+    whom each side learned to beat."""
+    import dataclasses
+
+    from jaxrl_sys import agents, envs
+    from jaxrl_sys.core.evaluation import evaluate_teams
+    from jaxrl_sys.runtime.session import open_run
+
+    predators, prey = (open_run(run, agents.load, envs) for run in (predator_run, prey_run))
+    states = [saved.restore(None)[0].agent_state for saved in (predators, prey)]
+    # every leaf [seeds, K, ...]: team 0 from the predators' run, the rest from the prey's
+    params = jax.tree.map(lambda a, b: a.at[:, 1:].set(b[:, 1:]), states[0].params,
+                          states[1].params)
+    resolved = predators.resolved
+    # the prey acts as in its own run: greedy, or (frozen there) sampling its initial policy
+    prey_frozen = tuple(t for t in prey.agent.config.frozen_teams
+                        if t != predators.agent.spec.team_names[0])
+    config = dataclasses.replace(predators.agent.config, frozen_teams=prey_frozen)
+    env = resolved.make_eval_env(envs)
+    policy = resolved.module.greedy_action(resolved.module.make(env, config, axis_name=None))
+    run = jax.jit(jax.vmap(lambda state: evaluate_teams(
+        env, policy, state, jax.random.PRNGKey(seed), jnp.arange(episodes))))
+    label = f"predators of {label_of(predators)}; prey of {label_of(prey)}"
+    return label, np.asarray(run(states[0].replace(params=params)))
+
+
+def label_of(saved) -> str:
+    """How a run trained: self-play, or against which frozen team."""
+    frozen = saved.agent.config.frozen_teams
+    return (f"{saved.resolved.spec.agent} "
+            f"({'frozen ' + ', '.join(frozen) if frozen else 'self-play'})")
 
 
 def row(label: str, team_returns: np.ndarray, names: tuple[str, ...], predators: int) -> str:
@@ -75,6 +119,10 @@ def main(argv=None) -> int:
     p.add_argument("run_dirs", nargs="*", help="predator-prey runs to evaluate")
     p.add_argument("--episodes", type=int, default=64, help="episodes per seed")
     p.add_argument("--seed", type=int, default=0, help="seed of the evaluation episodes")
+    p.add_argument("--cross", nargs=2, action="append", default=[],
+                   metavar=("PREDATOR_RUN", "PREY_RUN"),
+                   help="also play one run's predators against another's prey (same agent, "
+                        "config and seeds)")
     args = p.parse_args(argv)
     if args.episodes < 1:
         p.error(f"--episodes must be >= 1, got {args.episodes}")
@@ -91,6 +139,9 @@ def main(argv=None) -> int:
               names, predators))
     for run_dir in args.run_dirs:
         print(row(*run_team_returns(run_dir, args.episodes, args.seed), names, predators))
+    for predator_run, prey_run in args.cross:
+        print(row(*cross_team_returns(predator_run, prey_run, args.episodes, args.seed), names,
+                  predators))
     return 0
 
 

@@ -206,3 +206,22 @@ def test_maddpg_learns_each_teams_critics_from_its_own_reward_and_keeps_a_frozen
         assert max(float(np.abs(n[:, 0] - o[:, 0]).max()) for o, n in zip(old, new)) > 1e-4
         assert max(float(np.abs(n[:, 1] - o[:, 1]).max()) for o, n in zip(old, new)) == 0.0
     assert np.isfinite(metrics["return_adversary"][0][-1])
+
+
+def test_the_predator_prey_benchmark_counts_catches_from_the_predators_return(tag):
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "predator_prey.py"
+    spec = importlib.util.spec_from_file_location("predator_prey_script", script)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    returns = module.random_team_returns(tag, 32, seed=0)
+    assert returns.shape == (32, 2)
+    assert np.all(returns[:, 0] % 30 == 0) and np.all(returns[:, 1] <= 0)
+    line = module.row("random", returns[None], tag.spec.team_names, predators=3)
+    catches = returns[:, 0].mean() / 30
+    assert line.startswith("| random | ") and line.endswith(
+        f"| {catches:.2f} ({catches:.2f} to {catches:.2f}) |")
