@@ -25,7 +25,9 @@ TUNED: tuple[Tuned, ...] = (
           "3m: greedy win rate 0.76 (MAPPO), 0.82 (IPPO) over 4 seeds at 3M steps, short of "
           "0.95; 128-wide layers and an entropy bonus did not reach it either (results/marl.md)"),
     Tuned("jaxmarl:MPE_simple_tag_v3", dict(policies="by_team"),
-          "predator-prey, a policy per team: MEASURING (results/marl.md)"),
+          "predator-prey, a policy per team: self-play predators catch 3.81 per episode "
+          "(greedy, 4 seeds at 5M steps), against a frozen random prey 6.99; random play "
+          "0.42 (results/marl.md)"),
     *(Tuned(f"jaxmarl:{env}", dict(policies="by_team"),
             f"{NOT_MEASURED}: a policy per team, the simple_spread settings otherwise")
       for env in ("MPE_simple_adversary_v3", "MPE_simple_push_v3")),
