@@ -91,6 +91,35 @@ def check_policies(spec: EnvSpec, policies: str, frozen_teams: tuple[str, ...]) 
         raise ConfigError(f"frozen_teams freezes every team of {spec.name}: none would learn")
 
 
+def learning_teams(spec: EnvSpec, frozen_teams: tuple[str, ...]) -> tuple[bool, ...]:
+    """[K] whether each team learns (is not frozen), in `spec.team_names`' order.
+
+    Args:
+        spec: the env's spec.
+        frozen_teams: names of the frozen teams.
+
+    Returns:
+        One bool per team.
+    """
+    return tuple(team not in frozen_teams for team in spec.team_names)
+
+
+def greedy_agents(spec: EnvSpec, frozen_teams: tuple[str, ...]) -> "bool | tuple[bool, ...]":
+    """Who acts greedily in evaluation: every agent (True), or, with frozen teams, [N] the
+    agents of learning teams; a frozen team samples its initial policy (a random opponent).
+
+    Args:
+        spec: the env's spec.
+        frozen_teams: names of the frozen teams.
+
+    Returns:
+        True, or one bool per agent.
+    """
+    if not frozen_teams:
+        return True
+    return tuple(team not in frozen_teams for team in spec.teams)
+
+
 def team_agents(agent_teams: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
     """Each team's agent indices (static, for slicing [..., N, ...]).
 

@@ -36,7 +36,8 @@ from jaxrl_sys.agents.families.continuous_control import (
     absorb, global_noise, local_batch_size, mean_over_learned,
 )
 from jaxrl_sys.agents.families.teams import (
-    PerTeam, check_policies, check_team, per_team_optimizer, team_return_metrics,
+    PerTeam, check_policies, check_team, greedy_agents, learning_teams, per_team_optimizer,
+    team_return_metrics,
 )
 from jaxrl_sys.agents.maddpg import losses
 from jaxrl_sys.agents.maddpg.config import Config
@@ -240,7 +241,7 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
                   build_optimizer(config, config.critic_learning_rate))
     if config.policies == "by_team":
         actor, critic = PerTeam(actor, spec.agent_teams), PerTeam(critic, spec.agent_teams)
-        learning = tuple(team not in config.frozen_teams for team in spec.team_names)
+        learning = learning_teams(spec, config.frozen_teams)
         optimizers = tuple(per_team_optimizer(o, learning) for o in optimizers)
     loss = functools.partial(losses.maddpg_loss, actor=actor, critic=critic,
                              gamma=config.gamma, temperature=config.gumbel_temperature,
@@ -255,8 +256,7 @@ def greedy_action(agent: Agent) -> Callable[..., jax.Array]:
     """Each agent's most likely legal action, for evaluation (a frozen team's agents sample
     their initial policy: a random opponent); `legal` [B, N, A] from the evaluation's
     context."""
-    frozen = agent.config.frozen_teams
-    greedy = tuple(team not in frozen for team in agent.spec.teams) if frozen else True
+    greedy = greedy_agents(agent.spec, agent.config.frozen_teams)
     return lambda state, obs, key, legal=None, env_state=None: agent.act(
         state.params, obs, key, greedy=greedy, legal=legal)
 

@@ -18,9 +18,11 @@ Teams that compete (`EnvSpec.teams`, predator-prey) take `policies="by_team"`: a
 team, its parameters stacked on a team axis [K, ...] with its own optimiser, every agent
 credited with its own team's reward, the loss summed over teams (each team's rows its own
 PPO loss). `frozen_teams` keeps the named teams at their initial, near-uniform policy: a
-random opponent to learn against. Each team's episode return is a metric (`return_<team>`). With `memory="gru"|"lstm"` the actor and the
-critic each have a recurrent core whose state is kept per (env, agent) in the env carry, reset
-in the step the env ends, and replayed over whole env sequences in the update, as PPO's.
+random opponent to learn against. Each team's episode return is a metric (`return_<team>`).
+
+With `memory="gru"|"lstm"` the actor and the critic each have a recurrent core whose state is
+kept per (env, agent) in the env carry, reset in the step the env ends, and replayed over
+whole env sequences in the update, as PPO's.
 """
 
 from __future__ import annotations
@@ -39,8 +41,8 @@ from jaxrl_sys.agents.families.policy_gradient import (
     recurrent_placement_problem, rollout_unroll_for, sgd_epochs, take_minibatches,
 )
 from jaxrl_sys.agents.families.teams import (
-    check_policies, check_team, init_per_team, per_team_optimizer, team_agents,
-    team_return_metrics, with_agent_ids,
+    check_policies, check_team, greedy_agents, init_per_team, learning_teams, per_team_optimizer,
+    team_agents, team_return_metrics, with_agent_ids,
 )
 from jaxrl_sys.agents.mappo.config import Config
 from jaxrl_sys.agents.mappo.losses import mappo_loss, team_advantages
@@ -120,8 +122,7 @@ def build_team_optimizer(spec: EnvSpec, config: Config) -> optax.GradientTransfo
     optimizer = build_optimizer(config)
     if config.policies != "by_team":
         return optimizer
-    return per_team_optimizer(optimizer, tuple(t not in config.frozen_teams
-                                               for t in spec.team_names))
+    return per_team_optimizer(optimizer, learning_teams(spec, config.frozen_teams))
 
 
 def inputs_of(spec: EnvSpec, config: Config, obs: jax.Array,
@@ -313,8 +314,8 @@ def greedy_action(agent: Agent) -> RecurrentPolicy:
     feed-forward one carries None); `legal` [B, N, A] from the evaluation's context. A frozen
     team's agents sample from their policy (a near-uniform one: a random opponent)."""
     config, spec = agent.config, agent.spec
-    greedy = (jnp.asarray([team not in config.frozen_teams for team in spec.teams])
-              if config.frozen_teams else True)
+    greedy = greedy_agents(spec, config.frozen_teams)
+    greedy = greedy if greedy is True else jnp.asarray(greedy)
 
     def step(state: State, memory: PyTree, obs: jax.Array, starts: jax.Array, key: jax.Array,
              legal=None, env_state=None):
