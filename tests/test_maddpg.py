@@ -1,8 +1,9 @@
 """MADDPG: Gumbel-max sampling follows the policy and never picks an illegal action, the
 straight-through action is the sample in value and the relaxation in gradient, each agent's
 critic sees its own action in the joint one, the critics' target on hand-made numbers, the
-loss moves each network by its own term only, one update on 8 devices equals one device, and
-what it cannot train is refused in one line."""
+loss (discrete and continuous) moves each network by its own term only, one update on 8
+devices equals one device, continuous actions stay in the env's box, and what it cannot
+train is refused in one line."""
 
 import dataclasses
 
@@ -19,6 +20,7 @@ from jaxrl_sys.core.config import ConfigError
 from jaxrl_sys.runtime.execution import DEVICE_AXIS, make_mesh
 
 MPE = "jaxmarl:MPE_simple_spread_v3"
+CONTINUOUS = {"action_type": "Continuous"}  # MPE's continuous actions: a box [0, 1]^5
 
 
 def test_gumbel_max_samples_the_softmax_over_the_legal_actions():
@@ -73,38 +75,45 @@ def test_the_critics_target_on_hand_made_numbers():
 
 
 def random_batch(key, size: int, spec) -> dict:
-    agents, actions = spec.num_agents, spec.action_space.n
+    agents = spec.num_agents
     keys = jax.random.split(key, 6)
     obs = lambda k: jax.random.normal(k, (size, *spec.obs_shape))  # noqa: E731
     world = lambda k: jax.random.normal(k, (size, *spec.state_shape))  # noqa: E731
-    legal = jnp.ones((size, agents, actions), jnp.bool_)
-    return dict(obs=obs(keys[0]), world=world(keys[1]), legal=legal,
-                action=jax.random.randint(keys[2], (size, agents), 0, actions),
-                reward=jax.random.normal(keys[3], (size,)),
-                terminated=jax.random.bernoulli(keys[4], 0.1, (size,)),
-                next_obs=obs(keys[5]), next_world=world(keys[5]), next_legal=legal)
+    batch = dict(obs=obs(keys[0]), world=world(keys[1]),
+                 reward=jax.random.normal(keys[3], (size,)),
+                 terminated=jax.random.bernoulli(keys[4], 0.1, (size,)),
+                 next_obs=obs(keys[5]), next_world=world(keys[5]))
+    if not spec.discrete:
+        return dict(batch, action=jax.random.uniform(
+            keys[2], (size, agents, spec.action_space.shape[0]), minval=-1.0, maxval=1.0))
+    legal = jnp.ones((size, agents, spec.action_space.n), jnp.bool_)
+    return dict(batch, legal=legal, next_legal=legal,
+                action=jax.random.randint(keys[2], (size, agents), 0, spec.action_space.n))
 
 
-def small_agent(**overrides):
-    env = envs.make(MPE)
+def small_agent(env_params=None, **overrides):
+    env = envs.make(MPE, **(env_params or {}))
     config = dataclasses.replace(maddpg.default_config(MPE), num_envs=16, batch_size=64,
                                  buffer_size=1024, learning_starts=0, hidden=(32,),
                                  **overrides)
     return env, maddpg.make(env, config)
 
 
-def test_the_loss_moves_each_network_by_its_own_term_only():
-    env, agent = small_agent()
+@pytest.mark.parametrize("env_params", [{}, CONTINUOUS], ids=["discrete", "continuous"])
+def test_the_loss_moves_each_network_by_its_own_term_only(env_params):
+    env, agent = small_agent(env_params)
     state = agent.init(jax.random.PRNGKey(0))
     params = state.params
     trainable = maddpg.Trainable(params.actor, params.critic)
     targets = maddpg.Targets(params.target_actor, params.target_critic)
     batch = random_batch(jax.random.PRNGKey(1), 32, env.spec)
-    gumbel = jax.random.gumbel(jax.random.PRNGKey(2), (2, 32, *env.spec.obs_shape[:1],
-                                                       env.spec.action_space.n))
+    noise = ()
+    if env.spec.discrete:
+        noise = (jax.random.gumbel(jax.random.PRNGKey(2), (2, 32, *env.spec.obs_shape[:1],
+                                                           env.spec.action_space.n)),)
     loss = agent.setup.loss
-    grad = lambda term: jax.grad(lambda t: loss(t, targets, batch, gumbel)[1][term])(trainable)  # noqa: E731
-    total = jax.grad(lambda t: loss(t, targets, batch, gumbel)[0])(trainable)
+    grad = lambda term: jax.grad(lambda t: loss(t, targets, batch, *noise)[1][term])(trainable)  # noqa: E731
+    total = jax.grad(lambda t: loss(t, targets, batch, *noise)[0])(trainable)
     critic_term, actor_term = grad("critic_loss"), grad("actor_loss")
     assert max(float(jnp.abs(g).max()) for g in jax.tree.leaves(critic_term.actor)) == 0.0
     assert max(float(jnp.abs(g).max()) for g in jax.tree.leaves(actor_term.critic)) == 0.0
@@ -113,9 +122,67 @@ def test_the_loss_moves_each_network_by_its_own_term_only():
     assert max(float(jnp.abs(g).max()) for g in jax.tree.leaves(total.actor)) > 0.0
 
 
+def test_the_continuous_actor_climbs_its_critics_gradient_in_the_action():
+    """The deterministic policy gradient: the actor's loss has the gradient in each agent's
+    own action of minus the mean of its critic's Q (plus the action penalty), the other
+    agents' actions held at the taken ones."""
+    env, agent = small_agent(CONTINUOUS, logit_penalty=0.0)
+    params = agent.init(jax.random.PRNGKey(0)).params
+    batch = random_batch(jax.random.PRNGKey(1), 8, env.spec)
+    critic = agent.setup.critic
+    own = agent.setup.actor.apply(params.actor, batch["obs"])  # [B, N, A]
+
+    def actor_loss_of(actions):
+        q = critic.apply(params.critic, batch["world"],
+                         maddpg.each_agents_joint(batch["action"], actions))
+        return -jnp.mean(q)
+
+    expected = jax.grad(actor_loss_of)(own)
+    through_actor = jax.vjp(lambda p: agent.setup.actor.apply(p, batch["obs"]), params.actor)[1]
+    (expected_grad,) = through_actor(expected)
+    trainable = maddpg.Trainable(params.actor, params.critic)
+    targets = maddpg.Targets(params.target_actor, params.target_critic)
+    actor_grad = jax.grad(lambda t: agent.setup.loss(t, targets, batch)[1]["actor_loss"])(
+        trainable).actor
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7),
+                 actor_grad, expected_grad)
+
+
+def test_continuous_actions_stay_in_the_box_and_greedy_is_the_policy():
+    env, agent = small_agent(CONTINUOUS, exploration_noise=0.5)
+    space = env.spec.action_space
+    assert space.shape == (5,) and space.low == (0.0,) * 5 and space.high == (1.0,) * 5
+    state = agent.init(jax.random.PRNGKey(0))
+    obs = 3.0 * jax.random.normal(jax.random.PRNGKey(1), (64, *env.spec.obs_shape))
+    noisy = np.asarray(agent.act(state.params, obs, jax.random.PRNGKey(3)))
+    greedy = np.asarray(agent.act(state.params, obs, jax.random.PRNGKey(3), greedy=True))
+    assert noisy.shape == greedy.shape == (64, 3, 5)
+    assert noisy.min() >= 0.0 and noisy.max() <= 1.0 and noisy.std() > 0.1
+    policy = agent.setup.actor.apply(state.params.actor, obs)
+    np.testing.assert_allclose(greedy, 0.5 * (np.asarray(policy) + 1.0), rtol=1e-6)
+    # an agent that acts greedily keeps its policy's action while the others explore
+    mixed = np.asarray(agent.act(state.params, obs, jax.random.PRNGKey(3),
+                                 greedy=(True, False, False)))
+    np.testing.assert_allclose(mixed[:, 0], greedy[:, 0], rtol=1e-6)
+    np.testing.assert_allclose(mixed[:, 1:], noisy[:, 1:], rtol=1e-6)
+
+
+def test_continuous_mpe_steps_box_actions_without_legal_masks():
+    env = envs.make(MPE, **CONTINUOUS).unwrapped
+    obs, state = env.reset(jax.random.PRNGKey(0))
+    # all 0.5: no push in either direction (MPE decodes u = (a2 - a1, a4 - a3))
+    _, moved, reward, _, _, info = env.step(jax.random.PRNGKey(1), state, jnp.full((3, 5), 0.5))
+    assert "final_legal_actions" not in info and np.isfinite(float(reward))
+    np.testing.assert_allclose(moved.inner.p_vel, state.inner.p_vel, atol=1e-6)
+    _, pushed, _, _, _, _ = env.step(jax.random.PRNGKey(1), state,
+                                     jnp.zeros((3, 5)).at[:, 2].set(1.0))
+    assert float(jnp.min(pushed.inner.p_vel[:3, 0] - state.inner.p_vel[:3, 0])) > 0.0
+
+
 @pytest.mark.slow
-def test_one_update_on_eight_devices_equals_one_device_with_the_same_global_batch():
-    env, agent = small_agent()
+@pytest.mark.parametrize("env_params", [{}, CONTINUOUS], ids=["discrete", "continuous"])
+def test_one_update_on_eight_devices_equals_one_device_with_the_same_global_batch(env_params):
+    env, agent = small_agent(env_params)
     state = agent.init(jax.random.PRNGKey(0))
     batch = random_batch(jax.random.PRNGKey(1), 64, env.spec)
 
@@ -157,6 +224,17 @@ def test_acting_samples_legal_actions_and_greedy_takes_the_most_likely():
 def test_settings_that_cannot_work_are_refused(overrides, message):
     with pytest.raises(ConfigError, match=message):
         dataclasses.replace(maddpg.default_config(MPE), **overrides).validate()
+
+
+@pytest.mark.parametrize("agent", ["mappo", "qmix"])
+def test_continuous_team_actions_are_refused_by_the_discrete_agents(agent, tmp_path, capsys):
+    code = train_script.main(["--agent", agent, "--env", MPE, "--set",
+                              "env.action_type=Continuous", "--run-root", str(tmp_path),
+                              "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert "continuous actions" in err and "maddpg" in err, err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_single_agent_env_is_one_line_exit_2_and_creates_nothing(tmp_path, capsys):

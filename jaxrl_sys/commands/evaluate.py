@@ -202,6 +202,7 @@ def render_episode(env, policy, agent_state, key, renderer) -> list:
     import jax.numpy as jnp
 
     from jaxrl_sys.core.evaluation import stateful
+    from jaxrl_sys.core.rollout import has_legal_actions
 
     policy = stateful(policy)
     reset = jax.jit(env.reset)
@@ -211,7 +212,7 @@ def render_episode(env, policy, agent_state, key, renderer) -> list:
     def act(obs, state, memory, starts, k):
         """The greedy action for one observation, and the memory after it."""
         context = {"env_state": jax.tree.map(lambda x: x[None], state)}
-        if hasattr(env, "legal_actions"):  # a team's available actions
+        if has_legal_actions(env):  # a team's available actions
             context["legal"] = env.legal_actions(state)[None]
         actions, memory = policy.step(agent_state, memory, obs[None], starts, k, **context)
         return actions[0], memory

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl_sys.core import two_player
-from jaxrl_sys.core.rollout import legal_actions, reset_envs, step_envs
+from jaxrl_sys.core.rollout import has_legal_actions, legal_actions, reset_envs, step_envs
 from jaxrl_sys.core.types import Env, RecurrentPolicy
 
 Policy = Callable[[Any, jax.Array, jax.Array], jax.Array]
@@ -123,7 +123,7 @@ def first_episodes(env: Env, policy: Union[Policy, RecurrentPolicy], params: Any
         vstate, values, finished = carry
         act_key, step_key = jax.random.split(jax.random.fold_in(run_key, t))
         context = {"env_state": vstate.env_state}
-        if hasattr(env, "legal_actions"):
+        if has_legal_actions(env):
             context["legal"] = legal_actions(env, vstate.env_state)
         actions, memory = policy.step(params, vstate.memory, vstate.obs, vstate.starts,
                                       act_key, **context)

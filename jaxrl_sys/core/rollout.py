@@ -165,6 +165,19 @@ def episode_totals(tally: Metrics, axis_name: Optional[str]) -> Metrics:
     return collectives.psum(jax.tree.map(jnp.sum, tally), axis_name)
 
 
+def has_legal_actions(env: Env) -> bool:
+    """Whether `env` masks its actions: a discrete action space and `legal_actions` defined
+    (a continuous env may define the method and refuse it, as JaxMARL's adapter does).
+
+    Args:
+        env: an env.
+
+    Returns:
+        True where `legal_actions(env, states)` reads the env's own masks.
+    """
+    return env.spec.discrete and hasattr(env, "legal_actions")
+
+
 def legal_actions(env: Env, env_state: PyTree) -> jax.Array:
     """Legal-action masks bool [B, n] of a batch of env states (all True if the env has none).
 

@@ -238,6 +238,8 @@ class LearningPromise:
     `eval_episodes` > 0 judges the greedy policy, evaluated at the end of every
     `eval_every`-th chunk; 0 judges the mean return of the training episodes of each chunk.
     `overrides` ((field, value) pairs) go on top of the shipped defaults; empty means none.
+    `env_params` ((name, value) pairs) go to the env's constructor, as `--set env.<name>=value`
+    does (MPE's continuous actions).
     `test_seeds`: seeds 0..n-1 that tests/test_learning.py trains it on (seed 0 alone: the
     smallest run that shows the defaults learn); 0 where a test of its own trains it (a slow
     case: the host loop, MuZero), or where the suite leaves it to
@@ -255,6 +257,7 @@ class LearningPromise:
     note: str = ""
     test_seeds: int = 1
     dataset: Optional[DatasetRecipe] = None
+    env_params: tuple[tuple[str, Any], ...] = ()
 
 
 # What an agent learns to play (`AgentDef.PLAYS`): one agent's view of an env; two-player

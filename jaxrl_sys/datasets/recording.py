@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl_sys.core.evaluation import Policy, stateful
-from jaxrl_sys.core.rollout import legal_actions, per_env_keys, reset_envs, step_envs
+from jaxrl_sys.core.rollout import has_legal_actions, legal_actions, per_env_keys, reset_envs, step_envs
 from jaxrl_sys.core.types import Box, Env, EnvSpec, RecurrentPolicy
 
 
@@ -139,7 +139,7 @@ def record_steps(env: Env, policy: Union[Policy, RecurrentPolicy], params: Any,
     def body(vstate, t):
         act_key, step_key = jax.random.split(jax.random.fold_in(run_key, t))
         context = {"env_state": vstate.env_state}
-        if hasattr(env, "legal_actions"):
+        if has_legal_actions(env):
             context["legal"] = legal_actions(env, vstate.env_state)
         if isinstance(policy, KeyedPolicy):
             context["episode_ids"] = vstate.env_ids

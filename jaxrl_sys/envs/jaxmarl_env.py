@@ -12,6 +12,9 @@ observation and action sizes padded, the padding masked out of the legal actions
   `info["final_legal_actions"]` [N, A] (of the state reached, before the reset);
 - `legal_actions(state) -> bool [N, A]`: JaxMARL's avail actions (all legal where the env has
   none), so masked sampling and masked argmax read one array;
+- continuous actions where every agent's action space is the same box (MPE's
+  `action_type="Continuous"`, `--set env.action_type=Continuous`): actions [N, A] in the box,
+  a `Box` action space in the spec, and no legal actions;
 - `world_state(state) -> [S]`: SMAX's `world_state`, or (MPE and the rest) every agent's
   observation concatenated: what a centralised critic or a QMIX mixer conditions on.
 
@@ -35,9 +38,10 @@ from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
-from jaxrl_sys.core.types import Discrete, EnvSpec
+from jaxrl_sys.core.types import Box, Discrete, EnvSpec
 from jaxrl_sys.envs.errors import EnvParamError, UnknownEnvError
 
 PREFIX = "jaxmarl:"
@@ -118,21 +122,21 @@ class JaxMarlEnv:
         self.teams = (tuple(a.rsplit("_", 1)[0] for a in self.agents)
                       if jaxmarl_id in COMPETITIVE else ())
         self.team_names = tuple(dict.fromkeys(self.teams))
-        spaces = [self.inner.action_spaces[a] for a in self.agents]
-        if not all(hasattr(s, "n") for s in spaces):
-            raise UnknownEnvError(f"{name}: only discrete action spaces are supported")
-        self.action_sizes = tuple(int(s.n) for s in spaces)
+        action_space = _action_space(name, [self.inner.action_spaces[a] for a in self.agents])
+        self.continuous = isinstance(action_space, Box)
+        self.action_sizes = tuple(int(s.n) if hasattr(s, "n") else 0
+                                  for s in (self.inner.action_spaces[a] for a in self.agents))
         self.obs_sizes = tuple(
             int(jnp.prod(jnp.asarray(self.inner.observation_spaces[a].shape)))
             for a in self.agents)
-        self.obs_dim, num_actions = max(self.obs_sizes), max(self.action_sizes)
+        self.obs_dim = max(self.obs_sizes)
         # the steps an episode lasts at most: MPE ends after the step that begins with
         # `step == max_steps` (26 steps for 25), the others at `max_steps`
         self.max_steps = int(self.inner.max_steps) + (1 if jaxmarl_id.startswith("MPE") else 0)
         world = jax.eval_shape(lambda: self._world_state(self.inner.reset(jax.random.PRNGKey(0))))
         self.spec = EnvSpec(
             name=name, obs_shape=(len(self.agents), self.obs_dim), obs_dtype="float32",
-            action_space=Discrete(num_actions), max_episode_steps=self.max_steps,
+            action_space=action_space, max_episode_steps=self.max_steps,
             num_agents=len(self.agents), state_shape=tuple(world.shape), teams=self.teams)
 
     @property
@@ -150,9 +154,10 @@ class JaxMarlEnv:
                                                  self._world_state((obs, inner)), team_returns)
 
     def step(self, key: jax.Array, state: MultiAgentState, actions: jax.Array):
-        """Every agent acts (`actions` [N]); team reward (competitive: the first team's, and
-        every team's in `info`); auto-reset with the final observation [N, D], world state [S]
-        and legal actions [N, A] in `info`."""
+        """Every agent acts (`actions` [N], or [N, A] in the box of a continuous env); team
+        reward (competitive: the first team's, and every team's in `info`); auto-reset with the
+        final observation [N, D], world state [S] and (discrete) legal actions [N, A] in
+        `info`."""
         step_key, reset_key = jax.random.split(key)
         acts = {a: actions[i] for i, a in enumerate(self.agents)}
         obs, inner, rewards, dones, _ = self.inner.step_env(step_key, state.inner, acts)
@@ -173,8 +178,9 @@ class JaxMarlEnv:
         team_returns = None if not self.teams else state.team_returns + team_rewards
         after = MultiAgentState(inner, steps, final_world, team_returns)
         next_state = jax.tree.map(lambda a, b: jnp.where(done, a, b), fresh, after)
-        info = {"final_observation": final_obs, "final_world_state": final_world,
-                "final_legal_actions": self.legal_actions(after)}
+        info = {"final_observation": final_obs, "final_world_state": final_world}
+        if not self.continuous:
+            info["final_legal_actions"] = self.legal_actions(after)
         if self.teams:
             info["team_rewards"] = team_rewards
             info["team_episode_return"] = jnp.where(done, team_returns, 0.0)
@@ -188,7 +194,10 @@ class JaxMarlEnv:
             for team in self.team_names]).astype(jnp.float32)
 
     def legal_actions(self, state: MultiAgentState) -> jax.Array:
-        """bool [N, A]: each agent's available actions (JaxMARL's, or all of its own)."""
+        """bool [N, A]: each agent's available actions (JaxMARL's, or all of its own); discrete
+        action spaces only."""
+        if self.continuous:
+            raise TypeError(f"{self.spec.name}: continuous actions have no legal-action masks")
         sizes = jnp.asarray(self.action_sizes)[:, None]
         own = jnp.arange(self.spec.action_space.n)[None, :] < sizes
         try:
@@ -220,6 +229,24 @@ class JaxMarlEnv:
         allies = self.inner.num_allies
         alive = smax_state.unit_alive
         return ~jnp.any(alive[allies:]) & jnp.any(alive[:allies])
+
+
+def _action_space(name: str, spaces: list[Any]) -> "Discrete | Box":
+    """The team's action space: discrete (the largest agent's, the others' padded and masked)
+    or one box every agent shares; a one-line UnknownEnvError for anything else."""
+    if all(hasattr(s, "n") for s in spaces):
+        return Discrete(max(int(s.n) for s in spaces))
+    boxes = {(tuple(s.shape),
+              tuple(float(x) for x in np.broadcast_to(np.asarray(s.low), s.shape).reshape(-1)),
+              tuple(float(x) for x in np.broadcast_to(np.asarray(s.high), s.shape).reshape(-1)))
+             for s in spaces if hasattr(s, "low")}
+    if len(boxes) != 1 or any(hasattr(s, "n") for s in spaces):
+        raise UnknownEnvError(f"{name}: only discrete actions, or one continuous box shared by "
+                              "every agent, are supported")
+    (shape, low, high), = boxes
+    if len(shape) != 1:
+        raise UnknownEnvError(f"{name}: continuous actions must be vectors, got shape {shape}")
+    return Box(shape, low, high)
 
 
 def make(name: str, **params: Any) -> JaxMarlEnv:

@@ -66,7 +66,9 @@ class LearningCase(LearningPromise):
 
     @property
     def name(self) -> str:
-        return f"{self.agent}:{self.env}"
+        """"agent:env", and the env's params in brackets where the promise sets any."""
+        params = ",".join(f"{k}={v}" for k, v in self.env_params)
+        return f"{self.agent}:{self.env}" + (f"[{params}]" if params else "")
 
 
 def cases(promises: Mapping[str, Sequence[LearningPromise]]) -> tuple[LearningCase, ...]:
@@ -278,11 +280,12 @@ def run_case(
 
 def _run_device(case, agent_module, registry, config, seeds, iters, num_chunks, num_devices,
                 on_chunk, stop_when_reached):
-    env = registry.make(case.env)
+    env = registry.make(case.env, **dict(case.env_params))
     agent = agent_module.make(env, config)
     eval_fn = None
     if case.eval_episodes:
-        eval_fn = make_eval_fn(registry.make_eval(case.env), agent_module.greedy_action(agent))
+        eval_fn = make_eval_fn(registry.make_eval(case.env, **dict(case.env_params)),
+                               agent_module.greedy_action(agent))
     runner = place(*placement_fns(agent), num_envs=config.num_envs,
                    num_devices=num_devices, iters_per_chunk=iters, eval_fn=eval_fn,
                    eval_episodes=case.eval_episodes)
@@ -311,7 +314,7 @@ _HOST_EVAL_WORKERS = 2  # evaluation worker processes: more only add start-up ti
 
 def _run_host(case, agent_module, registry, config, seeds, iters, num_chunks, on_chunk):
     """Seeds one after another; greedy evaluation (if asked) in worker processes of its own."""
-    env = registry.make_host(case.env)
+    env = registry.make_host(case.env, **dict(case.env_params))
     agent = agent_module.make(env, config, axis_name=None)
     fns = agent_module.host_fns(agent)
     policy = agent_module.greedy_action(agent)

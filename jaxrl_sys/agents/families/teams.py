@@ -32,17 +32,22 @@ def with_agent_ids(x: jax.Array) -> jax.Array:
     return jnp.concatenate([x, ids], axis=-1)
 
 
-def check_team(spec: EnvSpec, competing: bool = False) -> None:
-    """One line unless `spec` is a team of agents with discrete actions (or, unless the agent
-    takes `competing` teams, unless it is one cooperative team).
+def check_team(spec: EnvSpec, competing: bool = False, continuous: bool = False) -> None:
+    """One line unless `spec` is a team of agents with discrete actions (or continuous ones,
+    where the agent takes them), and unless it is one cooperative team where the agent does
+    not take `competing` teams.
 
     Args:
         spec: the env's spec.
         competing: whether the agent learns a policy per team where teams compete.
+        continuous: whether the agent takes continuous (box) actions too.
     """
-    if spec.num_agents < 2 or not spec.discrete:
-        raise ConfigError(f"{spec.name} is not a multi-agent env with discrete actions "
-                          "(jaxmarl:<env>, jaxmarl:SMAX:<map>)")
+    if spec.num_agents < 2:
+        raise ConfigError(f"{spec.name} is not a multi-agent env (jaxmarl:<env>, "
+                          "jaxmarl:SMAX:<map>)")
+    if not spec.discrete and not continuous:
+        raise ConfigError(f"{spec.name} has continuous actions and this agent takes discrete "
+                          "ones: use maddpg, or the env's discrete actions")
     if spec.team_names and not competing:
         raise ConfigError(f"{spec.name} has teams that compete ({', '.join(spec.team_names)}) "
                           "and this agent learns one team's reward: use mappo or ippo with "

@@ -1,5 +1,6 @@
-"""MADDPG (Lowe et al. 2017): decentralised actors and centralised critics for a cooperative
-team with discrete actions, learned off-policy through the Gumbel-softmax.
+"""MADDPG (Lowe et al. 2017): decentralised actors and centralised critics for a team, with
+discrete actions learned off-policy through the Gumbel-softmax or continuous ones by the
+deterministic policy gradient.
 
 The agent contract (`jaxrl_sys.core.types.AgentDef`) and the public functions of `maddpg`:
 config.py (Config), networks.py (the team actor and the centralised critics), losses.py (the
@@ -26,7 +27,9 @@ from jaxrl_sys.agents.maddpg.defaults import DEFAULT_ENV, PROMISES, TUNED, defau
 from jaxrl_sys.agents.maddpg.losses import (
     Targets,
     Trainable,
+    critic_regression,
     critic_target,
+    deterministic_maddpg_loss,
     each_agents_joint,
     gumbel_max_actions,
     maddpg_loss,
@@ -58,7 +61,9 @@ __all__ = [
     'straight_through_gumbel_softmax',
     'each_agents_joint',
     'critic_target',
+    'critic_regression',
     'maddpg_loss',
+    'deterministic_maddpg_loss',
     'DEFAULT_EVAL_EPISODES',
     'MEMORY', 'PLAYS',
 ]

@@ -1,4 +1,4 @@
-"""MADDPG (Lowe et al. 2017) for a cooperative team with discrete actions: decentralised
+"""MADDPG (Lowe et al. 2017) for a team with discrete or continuous actions: decentralised
 actors, one centralised critic per agent over the world state and the joint action, learned
 off-policy from replayed joint steps on device.
 
@@ -7,7 +7,11 @@ functions following the agent contract; the losses are in losses.py. One set of 
 parameters serves every agent, and one set of critic parameters every agent's critic (each
 network reads the agent's one-hot id). Acting samples each agent's policy (Gumbel-max), or
 uniformly among the legal actions before `learning_starts`; the actors learn through the
-straight-through Gumbel-softmax. Replay is the continuous-control family's: env-major and per
+straight-through Gumbel-softmax. With continuous actions (a `Box`, such as MPE's
+`action_type="Continuous"`) the actors are deterministic (tanh into [-1, 1], mapped onto the
+env's box), explore with Gaussian noise of `exploration_noise` (uniform actions before
+`learning_starts`), and learn by the deterministic policy gradient through their critics;
+replay keeps actions in [-1, 1]. Replay is the continuous-control family's: env-major and per
 device, each device sampling its share of the global batch; the Gumbel noise of an update is
 drawn for the global batch and sliced, and gradients are averaged over `axis_name`, so one
 update on N devices equals one on 1 device.
@@ -33,7 +37,8 @@ from flax import struct
 
 from jaxrl_sys.agents.families.continuous_control import (
     ActorCriticOptState, ActorCriticParams, ActorCriticState,
-    absorb, global_noise, local_batch_size, mean_over_learned,
+    absorb, global_noise, local_batch_size, mean_over_learned, to_env_units, to_unit_box,
+    uniform_actions,
 )
 from jaxrl_sys.agents.families.teams import (
     PerTeam, check_policies, check_team, greedy_agents, learning_teams, per_team_optimizer,
@@ -50,7 +55,7 @@ from jaxrl_sys.core.rollout import (
 )
 from jaxrl_sys.core.types import BoundAgent, Env, EnvSpec, Metrics
 
-DEFAULT_EVAL_EPISODES = 32  # greedy: each agent's most likely legal action
+DEFAULT_EVAL_EPISODES = 32  # greedy: each agent's most likely legal action, or its policy's
 PLAYS = "team"  # what it learns (core.types.PLAYS)
 MEMORY = "none"  # whether its network is recurrent (core.types.MEMORY)
 
@@ -79,8 +84,13 @@ class Setup:
     critic: "CentralCritics | PerTeam"
     actor_optimizer: optax.GradientTransformation
     critic_optimizer: optax.GradientTransformation
-    loss: Callable[..., tuple[jax.Array, Metrics]]  # `losses.maddpg_loss`, networks bound
+    loss: Callable[..., tuple[jax.Array, Metrics]]  # `losses.maddpg_loss` (or deterministic)
     axis_name: Optional[str]
+
+    @property
+    def continuous(self) -> bool:
+        """Whether the team's actions are continuous (a `Box`)."""
+        return not self.env.spec.discrete
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,25 +100,32 @@ class Agent(BoundAgent):
     setup: Setup
 
 
+def action_width(spec: EnvSpec) -> int:
+    """A: the discrete actions' count, or the continuous action's size."""
+    return spec.action_space.n if spec.discrete else spec.action_space.shape[0]
+
+
 def joint_step(spec: EnvSpec, agents_rewards: bool = False) -> dict:
-    """One env's replay row, zeros: the team's observations, world state and legal actions
-    before and after the step, its actions, the team reward (by team: each agent's team's
-    [N]) and the termination."""
-    agents, actions = spec.num_agents, spec.action_space.n
+    """One env's replay row, zeros: the team's observations, world state and (discrete) legal
+    actions before and after the step, its actions (int [N], or [N, A] in [-1, 1]), the team
+    reward (by team: each agent's team's [N]) and the termination."""
+    agents = spec.num_agents
     obs = jnp.zeros(spec.obs_shape, jnp.float32)
     world = jnp.zeros(spec.state_shape, jnp.float32)
-    legal = jnp.ones((agents, actions), jnp.bool_)
-    return dict(obs=obs, world=world, legal=legal, action=jnp.zeros((agents,), jnp.int32),
-                reward=jnp.zeros((agents,) if agents_rewards else (), jnp.float32),
-                terminated=jnp.zeros((), jnp.bool_),
-                next_obs=obs, next_world=world, next_legal=legal)
+    row = dict(obs=obs, world=world,
+               reward=jnp.zeros((agents,) if agents_rewards else (), jnp.float32),
+               terminated=jnp.zeros((), jnp.bool_), next_obs=obs, next_world=world)
+    if not spec.discrete:
+        return dict(row, action=jnp.zeros((agents, action_width(spec)), jnp.float32))
+    legal = jnp.ones((agents, spec.action_space.n), jnp.bool_)
+    return dict(row, legal=legal, action=jnp.zeros((agents,), jnp.int32), next_legal=legal)
 
 
 def init(setup: Setup, key: jax.Array) -> State:
     """Fresh actor and critics, targets equal to them, optimiser states and counters."""
     spec = setup.env.spec
     row = jax.tree.map(lambda x: x[None], joint_step(spec, by_team(setup)))
-    joints = jnp.zeros((1, spec.num_agents, spec.num_agents, spec.action_space.n), jnp.float32)
+    joints = jnp.zeros((1, spec.num_agents, spec.num_agents, action_width(spec)), jnp.float32)
     actor_key, critic_key = jax.random.split(key)
     actor = setup.actor.init(actor_key, row["obs"])
     critic = setup.critic.init(critic_key, row["world"], joints)
@@ -124,7 +141,10 @@ def act(setup: Setup, params: Params, obs: jax.Array, key: jax.Array,
         legal: Optional[jax.Array] = None) -> jax.Array:
     """Team actions [B, N] for observations [B, N, D]: each agent's most likely legal action
     (`greedy`; a tuple [N] chooses per agent), or a sample of its policy under per-env keys
-    [B] or one key; `legal` [B, N, A] (all legal if None)."""
+    [B] or one key; `legal` [B, N, A] (all legal if None). Continuous: [B, N, A] in the env's
+    box, the policy's action plus Gaussian noise unless greedy."""
+    if setup.continuous:
+        return continuous_actions(setup, params, obs, key, greedy)
     logits = setup.actor.apply(params.actor, obs.astype(jnp.float32))
     if legal is None:
         legal = jnp.ones(logits.shape, jnp.bool_)
@@ -137,10 +157,35 @@ def act(setup: Setup, params: Params, obs: jax.Array, key: jax.Array,
     return gumbel_max_actions(logits, legal, gumbel)
 
 
-def explore(setup: Setup, params: Params, obs: jax.Array, legal: jax.Array, keys: jax.Array,
-            env_steps: jax.Array) -> jax.Array:
-    """Each env's team actions [B, N]: samples of the policy, or uniform among the legal
-    actions (from each env's key in `keys` [B]) before `learning_starts` env steps."""
+def continuous_actions(setup: Setup, params: Params, obs: jax.Array, key: jax.Array,
+                       greedy: "bool | tuple[bool, ...]" = False) -> jax.Array:
+    """Continuous team actions [B, N, A] in the env's box: the policy's, with
+    `exploration_noise` times standard normal noise (per-env keys [B] or one key) for the
+    agents that are not `greedy` (a tuple [N] chooses per agent), clipped to the box."""
+    space = setup.env.spec.action_space
+    actions = setup.actor.apply(params.actor, obs.astype(jnp.float32))
+    keys = key if key.ndim == 2 else jax.random.split(key, obs.shape[0])
+    noise = jax.vmap(lambda k: jax.random.normal(k, actions.shape[1:]))(keys)
+    exploring = jnp.logical_not(jnp.broadcast_to(jnp.asarray(greedy), actions.shape[1:2]))
+    scale = setup.config.exploration_noise * exploring.astype(jnp.float32)[:, None]
+    actions = jnp.clip(actions + scale * noise, -1.0, 1.0)
+    return to_env_units(actions, jnp.asarray(space.low), jnp.asarray(space.high))
+
+
+def explore(setup: Setup, params: Params, obs: jax.Array, legal: Optional[jax.Array],
+            keys: jax.Array, env_steps: jax.Array) -> jax.Array:
+    """Each env's team actions [B, N] (continuous: [B, N, A]): samples of the policy, or
+    uniform among the legal actions (in the box) from each env's key in `keys` [B] before
+    `learning_starts` env steps."""
+    if setup.continuous:
+        space = setup.env.spec.action_space
+        random_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
+        agents = obs.shape[1]
+        uniform = jax.vmap(lambda k: uniform_actions(
+            jax.random.split(k, agents), jnp.asarray(space.low), jnp.asarray(space.high))
+        )(random_keys)
+        return jnp.where(env_steps < setup.config.learning_starts, uniform,
+                         continuous_actions(setup, params, obs, keys))
     policy = act(setup, params, obs, keys, legal=legal)
     random_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
     uniform = gumbel_max_actions(
@@ -153,13 +198,16 @@ def update(setup: Setup, state: State, batch: dict, key: jax.Array) -> tuple[Sta
     """One gradient step on the critics and the actor from this device's share of the global
     batch, then the targets move towards both by `tau` (Polyak)."""
     config, params = setup.config, state.params
-    local, agents, actions = batch["legal"].shape[:3]
-    noise = global_noise(setup.axis_name, key, local, (2, agents, actions),
-                         draw=jax.random.gumbel)
-    grads, metrics = jax.grad(setup.loss, has_aux=True)(
-        Trainable(params.actor, params.critic), Targets(params.target_actor,
-                                                        params.target_critic),
-        batch, jnp.moveaxis(noise, 1, 0))
+    trainable = Trainable(params.actor, params.critic)
+    targets = Targets(params.target_actor, params.target_critic)
+    if setup.continuous:  # deterministic targets and policy gradient: no noise
+        grads, metrics = jax.grad(setup.loss, has_aux=True)(trainable, targets, batch)
+    else:
+        local, agents, actions = batch["legal"].shape[:3]
+        noise = global_noise(setup.axis_name, key, local, (2, agents, actions),
+                             draw=jax.random.gumbel)
+        grads, metrics = jax.grad(setup.loss, has_aux=True)(trainable, targets, batch,
+                                                            jnp.moveaxis(noise, 1, 0))
     grads = collectives.pmean(grads, setup.axis_name)
     actor_step, actor_opt = setup.actor_optimizer.update(grads.actor, state.opt_state.actor)
     critic_step, critic_opt = setup.critic_optimizer.update(grads.critic,
@@ -194,18 +242,22 @@ def train_step(setup: Setup, state: State, env_state: EnvState, key: jax.Array
         state, es = carry
         act_key, env_key, update_key = jax.random.split(jax.random.fold_in(key, t), 3)
         vstate = es.envs
-        legal = legal_actions(env, vstate.env_state)
+        legal = None if setup.continuous else legal_actions(env, vstate.env_state)
         action = explore(setup, state.params, vstate.obs, legal,
                          per_env_keys(act_key, vstate.env_ids), state.env_steps)
         next_vstate, result = step_envs(env, vstate, action, env_key)
         reward = (result.info["team_rewards"][:, jnp.asarray(setup.actor.agent_teams)]
                   if by_team(setup) else result.reward)  # by team: each agent's team's
         row = dict(obs=vstate.obs.astype(jnp.float32), world=world_state(vstate.env_state),
-                   legal=legal, action=action, reward=reward.astype(jnp.float32),
-                   terminated=result.terminated,
+                   reward=reward.astype(jnp.float32), terminated=result.terminated,
                    next_obs=result.info["final_observation"].astype(jnp.float32),
-                   next_world=result.info["final_world_state"],
-                   next_legal=result.info["final_legal_actions"])
+                   next_world=result.info["final_world_state"])
+        if setup.continuous:  # replayed in the policy's units, [-1, 1]
+            space = env.spec.action_space
+            row["action"] = to_unit_box(action, jnp.asarray(space.low), jnp.asarray(space.high))
+        else:
+            row.update(legal=legal, action=action,
+                       next_legal=result.info["final_legal_actions"])
         state, buffer, metrics, learned = absorb(config, setup.axis_name,
                                                  functools.partial(update, setup), state,
                                                  es.replay, row, update_key, local_batch)
@@ -230,12 +282,13 @@ def build_optimizer(config: Config, learning_rate: float) -> optax.GradientTrans
 
 def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent:
     """Bind MADDPG to a team env and `config`; gradients average over `axis_name`.
-    ConfigError for an env that is not a team with discrete actions."""
+    ConfigError for an env that is not a team of agents."""
     config.validate()
     spec = env.spec
-    check_team(spec, competing=True)
+    check_team(spec, competing=True, continuous=True)
     check_policies(spec, config.policies, config.frozen_teams)
-    actor = TeamActor(spec.action_space.n, tuple(config.hidden), config.activation)
+    actor = TeamActor(action_width(spec), tuple(config.hidden), config.activation,
+                      continuous=not spec.discrete)
     critic = CentralCritics(tuple(config.hidden), config.activation)
     optimizers = (build_optimizer(config, config.actor_learning_rate),
                   build_optimizer(config, config.critic_learning_rate))
@@ -243,9 +296,13 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
         actor, critic = PerTeam(actor, spec.agent_teams), PerTeam(critic, spec.agent_teams)
         learning = learning_teams(spec, config.frozen_teams)
         optimizers = tuple(per_team_optimizer(o, learning) for o in optimizers)
-    loss = functools.partial(losses.maddpg_loss, actor=actor, critic=critic,
-                             gamma=config.gamma, temperature=config.gumbel_temperature,
-                             logit_penalty=config.logit_penalty)
+    if spec.discrete:
+        loss = functools.partial(losses.maddpg_loss, actor=actor, critic=critic,
+                                 gamma=config.gamma, temperature=config.gumbel_temperature,
+                                 logit_penalty=config.logit_penalty)
+    else:
+        loss = functools.partial(losses.deterministic_maddpg_loss, actor=actor, critic=critic,
+                                 gamma=config.gamma, action_penalty=config.logit_penalty)
     setup = Setup(config, env, actor, critic, *optimizers, loss, axis_name)
     bind = functools.partial
     return Agent(config, spec, bind(init, setup), bind(init_envs, setup), bind(act, setup),
@@ -253,9 +310,9 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
 
 
 def greedy_action(agent: Agent) -> Callable[..., jax.Array]:
-    """Each agent's most likely legal action, for evaluation (a frozen team's agents sample
-    their initial policy: a random opponent); `legal` [B, N, A] from the evaluation's
-    context."""
+    """Each agent's most likely legal action (continuous: its policy's action, no noise), for
+    evaluation (a frozen team's agents sample their initial policy: a random opponent);
+    `legal` [B, N, A] from the evaluation's context."""
     greedy = greedy_agents(agent.spec, agent.config.frozen_teams)
     return lambda state, obs, key, legal=None, env_state=None: agent.act(
         state.params, obs, key, greedy=greedy, legal=legal)

@@ -1,6 +1,7 @@
-"""MADDPG's maths (Lowe et al. 2017) for discrete actions: Gumbel-max sampling, the
-straight-through Gumbel-softmax action of the actor's gradient, each agent's view of the joint
-action, the centralised critics' target and the combined loss."""
+"""MADDPG's maths (Lowe et al. 2017): Gumbel-max sampling and the straight-through
+Gumbel-softmax action of the actor's gradient (discrete actions), each agent's view of the
+joint action, the centralised critics' target and regression, and the combined losses for
+discrete and continuous actions."""
 
 from __future__ import annotations
 
@@ -124,10 +125,37 @@ def critic_target(reward: jax.Array, terminated: jax.Array, next_q: jax.Array,
     return per_agent + gamma * alive[:, None] * next_q
 
 
+def critic_regression(critic: nn.Module, trainable: Any, target: Any, batch: dict,
+                      taken: jax.Array, next_actions: jax.Array,
+                      gamma: float) -> tuple[jax.Array, jax.Array]:
+    """The centralised critics' squared TD error: Q_i(s, a) regressed on `critic_target`,
+    with the next joint action `next_actions` (the target actors').
+
+    Args:
+        critic: the centralised critics module.
+        trainable: the critics' parameters.
+        target: their target copy.
+        batch: world [B, S], reward [B] (or [B, N]), terminated bool [B], next_world [B, S].
+        taken: [B, N, A] the joint action taken (one-hot, or continuous in [-1, 1]).
+        next_actions: [B, N, A] the target actors' joint action at the next state.
+        gamma: the discount.
+
+    Returns:
+        loss: scalar, the mean squared error over rows and agents.
+        q: [B, N] the critics' values of the taken joint action.
+    """
+    next_q = critic.apply(target, batch["next_world"], shared_joint(next_actions))
+    td_target = jax.lax.stop_gradient(
+        critic_target(batch["reward"], batch["terminated"], next_q, gamma))
+    q = critic.apply(trainable, batch["world"], shared_joint(taken))
+    return jnp.mean((q - td_target) ** 2), q
+
+
 def maddpg_loss(trainable: Trainable, targets: Targets, batch: dict, gumbel: jax.Array, *,
                 actor: nn.Module, critic: nn.Module, gamma: float, temperature: float,
                 logit_penalty: float) -> tuple[jax.Array, Metrics]:
-    """The critics' squared TD error plus the actors' loss, each reaching its own network only.
+    """Discrete actions: the critics' squared TD error plus the actors' loss, each reaching its
+    own network only.
 
     The critics regress Q_i(s, a) on `critic_target`, the next joint action sampled from the
     target actors. Each actor maximises its critic's Q_i with its own action from the
@@ -156,11 +184,8 @@ def maddpg_loss(trainable: Trainable, targets: Targets, batch: dict, gumbel: jax
     next_logits = actor.apply(targets.actor, batch["next_obs"])
     next_actions = jax.nn.one_hot(gumbel_max_actions(next_logits, batch["next_legal"], gumbel[0]),
                                   num_actions, dtype=jnp.float32)
-    next_q = critic.apply(targets.critic, batch["next_world"], shared_joint(next_actions))
-    target = jax.lax.stop_gradient(
-        critic_target(batch["reward"], batch["terminated"], next_q, gamma))
-    q = critic.apply(trainable.critic, batch["world"], shared_joint(taken))
-    critic_loss = jnp.mean((q - target) ** 2)
+    critic_loss, q = critic_regression(critic, trainable.critic, targets.critic, batch, taken,
+                                       next_actions, gamma)
 
     logits = actor.apply(trainable.actor, batch["obs"])
     own = straight_through_gumbel_softmax(logits, batch["legal"], gumbel[1], temperature)
@@ -169,5 +194,40 @@ def maddpg_loss(trainable: Trainable, targets: Targets, batch: dict, gumbel: jax
     legal = batch["legal"].astype(jnp.float32)
     penalty = jnp.sum(legal * logits**2) / jnp.maximum(jnp.sum(legal), 1.0)
     actor_loss = -jnp.mean(q_own) + logit_penalty * penalty
+    metrics = {"critic_loss": critic_loss, "actor_loss": actor_loss, "q_mean": jnp.mean(q)}
+    return critic_loss + actor_loss, metrics
+
+
+def deterministic_maddpg_loss(trainable: Trainable, targets: Targets, batch: dict, *,
+                              actor: nn.Module, critic: nn.Module, gamma: float,
+                              action_penalty: float) -> tuple[jax.Array, Metrics]:
+    """Continuous actions (MADDPG's deterministic policy gradient): the critics' squared TD
+    error plus the actors' loss, each reaching its own network only.
+
+    The critics regress Q_i(s, a) on `critic_target`, the next joint action the target
+    actors'. Each actor maximises its critic's Q_i with its own action from its policy and
+    the other agents' taken actions, plus `action_penalty` times its mean squared action.
+
+    Args:
+        trainable: the actor's and critics' parameters.
+        targets: their target copies.
+        batch: obs [B, N, D], world [B, S], action [B, N, A] in [-1, 1], reward [B] (or
+            [B, N]), terminated bool [B], next_obs [B, N, D], next_world [B, S].
+        actor: the team actor module (continuous).
+        critic: the centralised critics module.
+        gamma: the discount.
+        action_penalty: the actions' regulariser.
+
+    Returns:
+        loss: scalar.
+        metrics: critic_loss, actor_loss, q_mean.
+    """
+    next_actions = actor.apply(targets.actor, batch["next_obs"])
+    critic_loss, q = critic_regression(critic, trainable.critic, targets.critic, batch,
+                                       batch["action"], next_actions, gamma)
+    own = actor.apply(trainable.actor, batch["obs"])
+    q_own = critic.apply(jax.lax.stop_gradient(trainable.critic), batch["world"],
+                         each_agents_joint(batch["action"], own))
+    actor_loss = -jnp.mean(q_own) + action_penalty * jnp.mean(own**2)
     metrics = {"critic_loss": critic_loss, "actor_loss": actor_loss, "q_mean": jnp.mean(q)}
     return critic_loss + actor_loss, metrics
