@@ -1,5 +1,6 @@
 """Multi-agent: the JaxMARL adapter (agents on axis 0, masks, world state, auto-reset, the win
-reward) and MAPPO/IPPO (masked sampling, the team's recurrent state, placements)."""
+reward) and MAPPO/IPPO (masked sampling, Gaussian policies for continuous actions, the team's
+recurrent state, placements)."""
 
 import dataclasses
 
@@ -171,8 +172,9 @@ def run_mappo(num_devices: int, seeds, iters: int = 2, env_name: str = MPE, **ov
 _RUNS: dict = {}
 
 
-def _run_mappo(num_devices: int, seeds, iters: int, env_name: str, **overrides):
-    env = envs.make(env_name)
+def _run_mappo(num_devices: int, seeds, iters: int, env_name: str, env_params=(),
+               **overrides):
+    env = envs.make(env_name, **dict(env_params))
     config = dataclasses.replace(mappo.default_config(env_name), **{**SMALL, **overrides})
     agent = mappo.make(env, config)
     runner = place(*placement_fns(agent), num_envs=config.num_envs, num_devices=num_devices,
@@ -187,9 +189,12 @@ def assert_trees_close(a, b, atol):
     jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=atol), a, b)
 
 
-# IPPO's local critic feed-forward, MAPPO's central one recurrent: each critic and each
-# network kind is placed on 8 devices; the feed-forward single run is also the vmapped test's.
-VARIANTS = {"feed-forward": {"critic": "local"}, "gru": {"memory": "gru"}}
+# IPPO's local critic feed-forward with continuous actions, MAPPO's central one recurrent with
+# discrete actions: each critic, network kind and action kind is placed on 8 devices; the
+# feed-forward single run is also the vmapped test's.
+VARIANTS = {"feed-forward-continuous": {"critic": "local",
+                                        "env_params": (("action_type", "Continuous"),)},
+            "gru": {"memory": "gru"}}
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS.values()), ids=list(VARIANTS))
@@ -206,12 +211,48 @@ def test_mappo_on_eight_devices_equals_one_device(variant):
 
 @pytest.mark.slow
 def test_a_vmapped_seed_equals_its_single_run():
-    _, params_many, _ = run_mappo(1, [5, 6], **VARIANTS["feed-forward"])
-    _, params_one, _ = run_mappo(1, [6], **VARIANTS["feed-forward"])
+    _, params_many, _ = run_mappo(1, [5, 6], **VARIANTS["feed-forward-continuous"])
+    _, params_one, _ = run_mappo(1, [6], **VARIANTS["feed-forward-continuous"])
     assert_trees_close(jax.tree.map(lambda x: x[1], params_many),
                        jax.tree.map(lambda x: x[0], params_one), atol=1e-5)
     apart = jax.tree.map(lambda x: np.abs(x[0] - x[1]).max(), params_many)
     assert max(jax.tree.leaves(apart)) > 1e-3  # different seeds really are different runs
+
+
+def test_a_gaussian_team_policy_samples_scores_and_acts_greedily_by_its_means():
+    mean = jnp.array([[0.2, -0.4], [1.0, 0.0], [-0.3, 0.5]])  # [N, A]
+    log_std = jnp.array([[-1.0, 0.5]] * 3)
+    policy = jnp.concatenate([mean, log_std], axis=-1)  # [N, 2A]
+    action, log_prob = mappo.sample(policy, None, jax.random.PRNGKey(0))
+    assert action.shape == (3, 2) and log_prob.shape == (3,)
+    scored, entropy = mappo.scored(policy, None, action)
+    np.testing.assert_allclose(scored, log_prob, rtol=1e-6)
+    z = (np.asarray(action) - np.asarray(mean)) / np.exp(np.asarray(log_std))
+    by_hand = np.sum(-0.5 * z**2 - np.asarray(log_std) - 0.5 * np.log(2 * np.pi), axis=-1)
+    np.testing.assert_allclose(log_prob, by_hand, rtol=1e-5)
+    np.testing.assert_allclose(entropy, [np.sum(np.array([-1.0, 0.5]) + 0.5 * np.log(2 * np.pi * np.e))] * 3,
+                               rtol=1e-6)
+    greedy, _ = mappo.sample(policy, None, jax.random.PRNGKey(0), greedy=True)
+    np.testing.assert_array_equal(greedy, mean)
+    # per agent: the first greedy, the others sampled
+    mixed, _ = mappo.sample(policy, None, jax.random.PRNGKey(0),
+                            greedy=jnp.array([True, False, False]))
+    np.testing.assert_array_equal(mixed[0], mean[0])
+    np.testing.assert_array_equal(mixed[1:], action[1:])
+
+
+def test_ippo_steps_a_continuous_team_inside_its_box():
+    name = "jaxmarl:MPE_simple_spread_v3"
+    env = envs.make(name, action_type="Continuous")
+    agent = mappo.make(env, dataclasses.replace(agents.load("ippo").default_config(name),
+                                                **SMALL))
+    state = agent.init(jax.random.PRNGKey(0))
+    obs = jax.random.normal(jax.random.PRNGKey(1), (64, *env.spec.obs_shape))
+    actions, log_probs = agent.act(state.params, obs, jax.random.PRNGKey(2))
+    actions = np.asarray(actions)
+    assert actions.shape == (64, 3, 5) and log_probs.shape == (64, 3)
+    assert actions.min() >= 0.0 and actions.max() <= 1.0
+    assert 0.2 < np.mean((actions > 0.0) & (actions < 1.0)) < 0.8  # std 1: some clipped
 
 
 def test_ippo_reads_no_world_state_and_mappo_does():

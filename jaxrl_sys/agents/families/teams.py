@@ -47,7 +47,7 @@ def check_team(spec: EnvSpec, competing: bool = False, continuous: bool = False)
                           "jaxmarl:SMAX:<map>)")
     if not spec.discrete and not continuous:
         raise ConfigError(f"{spec.name} has continuous actions and this agent takes discrete "
-                          "ones: use maddpg, or the env's discrete actions")
+                          "ones: use maddpg, mappo or ippo, or the env's discrete actions")
     if spec.team_names and not competing:
         raise ConfigError(f"{spec.name} has teams that compete ({', '.join(spec.team_names)}) "
                           "and this agent learns one team's reward: use mappo or ippo with "

@@ -1,5 +1,6 @@
 """MAPPO: multi-agent PPO with parameter sharing and a centralised critic on the env's world
-state (Yu et al. 2022), on JaxMARL's cooperative envs; IPPO is the same agent with
+state (Yu et al. 2022), on JaxMARL's envs (discrete or continuous actions, one team or teams
+that compete); IPPO is the same agent with
 `critic="local"` (the `ippo` agent, `jaxrl_sys.agents.mappo.ippo`).
 
 The agent contract (`jaxrl_sys.core.types.AgentDef`): agent.py (Config, `make` and the rest),
@@ -29,6 +30,8 @@ from jaxrl_sys.agents.mappo.networks import (
     TeamActorCritic,
     critic_inputs,
     masked_logits,
+    sample,
+    scored,
     team_memory,
 )
 from jaxrl_sys.agents.families.teams import with_agent_ids
@@ -37,5 +40,5 @@ __all__ = [
     'CRITICS', 'DEFAULT_ENV', 'DEFAULT_EVAL_EPISODES', 'PROMISES', 'MEMORY', 'PLAYS',
     'TUNED', 'Agent', 'Config', 'State', 'TeamActorCritic', 'Trajectory', 'build_network',
     'collect', 'critic_inputs', 'default_config', 'greedy_action', 'init', 'make',
-    'mappo_loss', 'masked_logits', 'placement_problem', 'team_advantages', 'team_memory', 'update', 'with_agent_ids',
+    'mappo_loss', 'masked_logits', 'placement_problem', 'sample', 'scored', 'team_advantages', 'team_memory', 'update', 'with_agent_ids',
 ]

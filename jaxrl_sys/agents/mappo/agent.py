@@ -1,7 +1,9 @@
 """Multi-agent PPO for a cooperative team (`EnvSpec.num_agents` > 1): MAPPO, whose critic
 reads the env's world state, or IPPO (`critic="local"`), whose critic reads each agent's own
 observation. One set of actor and critic parameters serves every agent (an agent's one-hot id
-is appended to its inputs); unavailable actions are never sampled.
+is appended to its inputs); unavailable actions are never sampled. Continuous actions (a
+`Box`, MPE's `action_type="Continuous"`) are a diagonal Gaussian, stepped clipped to the box as
+PPO's (`env_actions`).
 
     init(key) -> State
     act(params, obs, key, greedy=False) -> (actions [B, N], log-probs [B, N])   (feed-forward)
@@ -36,6 +38,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
+from jaxrl_sys.agents.families.actor_critic import env_actions
 from jaxrl_sys.agents.families.policy_gradient import (
     build_optimizer, collect_then_update, minibatch_indices, minibatch_step,
     recurrent_placement_problem, rollout_unroll_for, sgd_epochs, take_minibatches,
@@ -73,8 +76,8 @@ class Trajectory(NamedTuple):
 
     obs: jax.Array  # [T, B, N, D]
     critic_in: jax.Array  # [T, B, N, C] what the critic read
-    legal: jax.Array  # [T, B, N, A]
-    actions: jax.Array  # [T, B, N]
+    legal: Optional[jax.Array]  # [T, B, N, A]; None: continuous actions
+    actions: jax.Array  # [T, B, N], or continuous [T, B, N, A] (unclipped)
     log_probs: jax.Array  # [T, B, N]
     values: jax.Array  # [T, B, N]
     next_values: jax.Array  # [T, B, N] of the state reached (pre-reset)
@@ -91,7 +94,7 @@ class Batch(NamedTuple):
 
     obs: jax.Array
     critic_in: jax.Array
-    legal: jax.Array
+    legal: Optional[jax.Array]
     actions: jax.Array
     log_probs: jax.Array
     values: jax.Array
@@ -110,10 +113,12 @@ class Agent(BoundAgent):
 
 def build_network(spec: EnvSpec, config: Config) -> TeamActorCritic:
     """The shared actor and critic for a team spec (per team, with `policies="by_team"`)."""
-    return TeamActorCritic(action_dim=spec.action_space.n, hidden=config.hidden,
+    width = spec.action_space.n if spec.discrete else spec.action_space.shape[0]
+    return TeamActorCritic(action_dim=width, hidden=config.hidden,
                            activation=config.activation, memory=config.memory,
                            memory_size=config.memory_size,
-                           agent_teams=spec.agent_teams if config.policies == "by_team" else ())
+                           agent_teams=spec.agent_teams if config.policies == "by_team" else (),
+                           continuous=not spec.discrete)
 
 
 def build_team_optimizer(spec: EnvSpec, config: Config) -> optax.GradientTransformation:
@@ -176,7 +181,7 @@ def collect(env: Env, network: TeamActorCritic, config: Config, axis_name: Optio
     def one_step(vstate: VecEnvState, t):
         """Every agent of every env [B, N] acts; the envs step."""
         act_key, env_key = jax.random.split(jax.random.fold_in(key, t))
-        legal = legal_actions(env, vstate.env_state)
+        legal = legal_actions(env, vstate.env_state) if env.spec.discrete else None
         actor_in, critic_in = inputs_of(env.spec, config, vstate.obs,
                                         world_state(vstate.env_state) if central else None)
         # one key per env, as PPO draws them, so a split over devices draws the same actions
@@ -185,7 +190,7 @@ def collect(env: Env, network: TeamActorCritic, config: Config, axis_name: Optio
             network, params, vstate.memory, actor_in[None], critic_in[None],
             None if vstate.starts is None else vstate.starts[None])
         action, log_prob = jax.vmap(sample)(logits[0], legal, keys)
-        next_vstate, result = step_envs(env, vstate, action, env_key)
+        next_vstate, result = step_envs(env, vstate, env_actions(env.spec, action), env_key)
         _, final_critic_in = inputs_of(
             env.spec, config, result.info["final_observation"],
             result.info["final_world_state"] if central else None)
@@ -237,7 +242,8 @@ def minibatch_loss(network: TeamActorCritic, config: Config, axis_name: Optional
             batch.advantages, batch.returns)
     if not network.agent_teams:
         return loss(*rows)
-    teams = [loss(*(x[:, :, jnp.asarray(agents)] for x in rows))  # agents are axis 2
+    teams = [loss(*(None if x is None else x[:, :, jnp.asarray(agents)]  # agents: axis 2
+                    for x in rows))
              for agents in team_agents(network.agent_teams)]
     return (sum(total for total, _ in teams),
             jax.tree.map(lambda *m: sum(m) / len(m), *(metrics for _, metrics in teams)))
@@ -273,7 +279,7 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
     over."""
     config.validate()
     spec = env.spec
-    check_team(spec, competing=True)
+    check_team(spec, competing=True, continuous=True)
     check_policies(spec, config.policies, config.frozen_teams)
     network = build_network(spec, config)
     bound_update = functools.partial(update, network, build_team_optimizer(spec, config), config,
@@ -293,16 +299,17 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
 
     def act(params: Any, obs: jax.Array, key: jax.Array, greedy: bool = False,
             world_state: Optional[jax.Array] = None, legal: Optional[jax.Array] = None):
-        """Feed-forward actions [B, N] and log-probs for observations [B, N, D] (the world
-        state [B, S] for a central critic; all actions legal unless `legal` [B, N, A])."""
+        """Feed-forward actions [B, N] (continuous: [B, N, A] in the box) and log-probs (of
+        the unclipped sample) for observations [B, N, D] (the world state [B, S] for a central
+        critic; all actions legal unless `legal` [B, N, A])."""
         if world_state is None:
             world_state = jnp.zeros((obs.shape[0], *spec.state_shape), jnp.float32)
-        if legal is None:
+        if legal is None and spec.discrete:
             legal = jnp.ones((*obs.shape[:2], spec.action_space.n), jnp.bool_)
         actor_in, critic_in = inputs_of(spec, config, obs, world_state)
         _, action, log_prob, _ = team_step(network, params, None, actor_in, critic_in, None,
                                            legal, key, greedy)
-        return action, log_prob
+        return env_actions(spec, action), log_prob
 
     return Agent(config, spec, functools.partial(init, spec=spec, config=config), init_envs,
                  act, bound_update, functools.partial(collect_then_update, rollout, bound_update),
@@ -319,17 +326,17 @@ def greedy_action(agent: Agent) -> RecurrentPolicy:
 
     def step(state: State, memory: PyTree, obs: jax.Array, starts: jax.Array, key: jax.Array,
              legal=None, env_state=None):
-        """Greedy team actions [B, N] and the memory after them (the critic, which acting
-        does not read, sees a blank world state)."""
+        """Greedy team actions [B, N] (continuous: the means, clipped to the box) and the memory
+        after them (the critic, which acting does not read, sees a blank world state)."""
         del env_state
         world_state = jnp.zeros((obs.shape[0], *spec.state_shape), jnp.float32)
-        if legal is None:
+        if legal is None and spec.discrete:
             legal = jnp.ones((*obs.shape[:2], spec.action_space.n), jnp.bool_)
         actor_in, critic_in = inputs_of(spec, config, obs, world_state)
         memory, action, _, _ = team_step(agent.network, state.params, memory, actor_in,
                                          critic_in, None if memory is None else starts, legal,
                                          key, greedy=greedy)
-        return action, memory
+        return env_actions(spec, action), memory
 
     return RecurrentPolicy(
         initial=lambda batch: team_memory(config.memory, config.memory_size, batch,

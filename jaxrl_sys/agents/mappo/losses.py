@@ -38,20 +38,22 @@ def team_advantages(rewards: jax.Array, values: jax.Array, next_values: jax.Arra
     return gae(per_agent, values, next_values, team(terminated), team(truncated), gamma, lam)
 
 
-def mappo_loss(logits: jax.Array, legal: jax.Array, values: jax.Array, actions: jax.Array,
+def mappo_loss(logits: jax.Array, legal: Optional[jax.Array], values: jax.Array, actions: jax.Array,
                old_log_probs: jax.Array, old_values: jax.Array, advantages: jax.Array,
                returns: jax.Array, *, clip_eps: float, vf_coef: float, ent_coef: float,
                clip_value: bool, normalize_advantages: bool,
                axis_name: Optional[str] = None) -> tuple[jax.Array, Metrics]:
     """`ppo_loss` over every row of logits [..., A] (masked by `legal` [..., A], so an
     unavailable action has neither probability nor entropy) and values, actions, acting
-    log-probs and values, advantages and returns [...].
+    log-probs and values, advantages and returns [...]; or of a continuous policy's means and
+    log-stds [..., 2A] (`legal` None) and actions [..., A].
 
     Args:
-        logits: [..., A] logits of every (step, env, agent) row under the current parameters.
-        legal: bool [..., A] available actions.
+        logits: [..., A] logits of every (step, env, agent) row under the current parameters
+            (continuous: means and log-stds [..., 2A]).
+        legal: bool [..., A] available actions, or None (continuous actions).
         values: [...] values under the current parameters.
-        actions: [...] int taken actions.
+        actions: [...] int taken actions, or [..., A] continuous ones.
         old_log_probs: [...] log-probabilities of the taken actions under the acting parameters.
         old_values: [...] values under the acting parameters.
         advantages: [...] advantages.

@@ -3,9 +3,11 @@ one-hot agent id), feed-forward or recurrent, and the ways the agent reads them.
 
 Rows are (env, agent) pairs: observations [T, B, N, D] are read as [T, B * N, ...]. The actor
 sees an agent's observation and id; the critic sees the same (IPPO) or the env's world state
-with the id (MAPPO's centralised value). Unavailable actions get no probability. With a policy
-per team (`agent_teams` set) the parameters are stacked [K, ...] and each agent's rows go
-through its team's."""
+with the id (MAPPO's centralised value). Unavailable actions get no probability. Continuous
+actions (`continuous`) are a diagonal Gaussian: the actor's means with a learned
+state-independent log standard deviation, and no masks (`legal` None). With a policy per team
+(`agent_teams` set) the parameters are stacked [K, ...] and each agent's rows go through its
+team's."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ class TeamActorCritic(nn.Module):
     """An actor and a critic, each an MLP then (`memory` "gru"/"lstm") a recurrent core and one
     more layer, over time-major rows: `__call__(memory, actor_in [T, R, Da], critic_in
     [T, R, Dc], starts [T, R])` -> (memory after the last step, (logits [T, R, A], values
-    [T, R])). `memory` is (actor's, critic's) state [R, ...], or None when feed-forward.
+    [T, R])); continuous, the policy is (means, log-stds) concatenated [T, R, 2A]. `memory` is (actor's, critic's) state [R, ...], or None when feed-forward.
     `values(critic_memory, critic_in, starts)` runs the critic alone: (its memory after,
     values [T, R]). `agent_teams` [N] (a policy per team) tells `apply_sequences` and
     `sequence_values` to read parameters stacked per team; () shares one set."""
@@ -38,6 +40,7 @@ class TeamActorCritic(nn.Module):
     memory: str = "none"
     memory_size: int = 128
     agent_teams: tuple[int, ...] = ()
+    continuous: bool = False
 
     def setup(self) -> None:
         recurrent = self.memory != "none"
@@ -48,6 +51,8 @@ class TeamActorCritic(nn.Module):
                 setattr(self, f"{branch}_post", MLP((self.hidden[-1],), self.activation))
         self.actor_head = Head(self.action_dim, scale=0.01)
         self.critic_head = Head(1, scale=1.0)
+        if self.continuous:
+            self.log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
 
     def __call__(self, memory: PyTree, actor_in: jax.Array, critic_in: jax.Array,
                  starts: jax.Array):
@@ -56,6 +61,9 @@ class TeamActorCritic(nn.Module):
         critic_mem, values = self.values(None if memory is None else memory[1], critic_in,
                                          starts)
         logits = self.actor_head(features).reshape(*actor_in.shape[:2], -1)
+        if self.continuous:
+            logits = jnp.concatenate(
+                [logits, jnp.broadcast_to(self.log_std, logits.shape)], axis=-1)
         return (None if memory is None else (actor_mem, critic_mem)), (logits, values)
 
     def values(self, memory: PyTree, critic_in: jax.Array, starts: jax.Array):
@@ -156,10 +164,17 @@ def _apply_per_agent(network: TeamActorCritic, params: Any, memory: PyTree, firs
         per_agent(params, network.agent_teams), memory, *inputs)
 
 
-def sample(logits: jax.Array, legal: jax.Array, key: jax.Array,
+def sample(logits: jax.Array, legal: Optional[jax.Array], key: jax.Array,
            greedy: "bool | jax.Array" = False) -> tuple[jax.Array, jax.Array]:
     """Actions [..., N] among the legal ones (`legal` [..., N, A]) and their log-probs: a sample,
-    or (greedy) the masked argmax; `greedy` bool [N] picks per agent."""
+    or (greedy) the masked argmax; `greedy` bool [N] picks per agent. `legal` None: a
+    continuous policy (means and log-stds [..., N, 2A]), actions [..., N, A] sampled or (greedy)
+    its means."""
+    if legal is None:
+        mean, log_std = jnp.split(logits, 2, axis=-1)
+        noisy = dist.gaussian_sample(key, mean, log_std)
+        action = jnp.where(jnp.asarray(greedy)[..., None], mean, noisy)
+        return action, dist.gaussian_log_prob(mean, log_std, action)
     logits = masked_logits(logits, legal)
     if isinstance(greedy, bool) and greedy:
         action = jnp.argmax(logits, axis=-1)
@@ -171,8 +186,12 @@ def sample(logits: jax.Array, legal: jax.Array, key: jax.Array,
     return action, dist.categorical_log_prob(logits, action)
 
 
-def scored(logits: jax.Array, legal: jax.Array,
+def scored(logits: jax.Array, legal: Optional[jax.Array],
            actions: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """(log-probs, entropies) of taken actions [...] under masked logits [..., A]."""
+    """(log-probs, entropies) of taken actions [...] under masked logits [..., A], or (`legal`
+    None) of continuous actions [..., A] under means and log-stds [..., 2A]."""
+    if legal is None:
+        mean, log_std = jnp.split(logits, 2, axis=-1)
+        return dist.gaussian_log_prob(mean, log_std, actions), dist.gaussian_entropy(log_std)
     logits = masked_logits(logits, legal)
     return dist.categorical_log_prob(logits, actions), dist.categorical_entropy(logits)
