@@ -29,6 +29,10 @@ PROMISES: tuple[LearningPromise, ...] = (
                     chunks=6,
                     note="team-sum return (random play: -79), the first 300k steps of the "
                          "shipped 1M (no schedule depends on the budget; results/maddpg.md)"),
+    LearningPromise("jaxmarl:MPE_simple_spread_v3", -60.0, overrides=(("total_steps", 300_000),),
+                    chunks=6, env_params=(("action_type", "Continuous"),),
+                    note="continuous actions (the deterministic policy gradient), the same "
+                         "budget and bar (results/maddpg.md)"),
 )
 
 
