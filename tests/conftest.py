@@ -11,11 +11,13 @@ process with the user's flags: the CPU flags `scripts/train.py` sets, plus anyth
 caller put in XLA_FLAGS (`.ci/run`'s `--xla_cpu_max_isa=AVX`).
 """
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -57,12 +59,33 @@ import jax  # noqa: E402
 jax.config.update("jax_num_cpu_devices", 8)
 
 
+CHILD_MARKS = ("learning", "user_codegen")  # tests that run in a child process
+# seconds per test id from the last whole-suite run (benchmarks/suite_durations.py): only the
+# order the long child-process tests start in
+DURATIONS = Path(__file__).with_name("durations.json")
+
+
+def runs_in_child(item) -> bool:
+    """Whether a test runs in a child pytest process with the user's code generation."""
+    return any(item.get_closest_marker(name) for name in CHILD_MARKS)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The child-process tests first, the longest first (by `DURATIONS`), so that no xdist
+    worker is left running a long one alone at the end of a pass (CI's learning pass is
+    nothing else); the rest keep their order, each module's tests together, so module
+    fixtures are made once."""
+    seconds = json.loads(DURATIONS.read_text(encoding="utf-8")) if DURATIONS.exists() else {}
+    first = sorted((item for item in items if runs_in_child(item)),
+                   key=lambda item: -seconds.get(item.nodeid, 0.0))
+    items[:] = first + [item for item in items if not runs_in_child(item)]
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem):
     """Run a learning or user_codegen test in a child pytest process with the user's code
     generation."""
-    if IN_USER_CODEGEN or not any(pyfuncitem.get_closest_marker(name)
-                                  for name in ("learning", "user_codegen")):
+    if IN_USER_CODEGEN or not runs_in_child(pyfuncitem):
         return None
     # the child runs one test: no third-party plugin is loaded (xdist, benchmark, hypothesis
     # and the like cost about a second of start-up each time) and the ini's addopts (xdist's

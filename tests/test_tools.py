@@ -1,10 +1,12 @@
 """scripts/evaluate.py and scripts/plot.py on a short training's run directory;
-benchmarks/pendulum_optimum.py on a coarse grid; benchmarks/bench_purejaxrl_rnn.py's refusals."""
+benchmarks/pendulum_optimum.py on a coarse grid; benchmarks/bench_purejaxrl_rnn.py's refusals;
+benchmarks/suite_durations.py on a hand-made JUnit report, and its file's test ids."""
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import re
 import subprocess
 import sys
@@ -172,3 +174,30 @@ def test_gpu_benchmark_tables_the_saved_h200_run():
     assert "| ours_unroll8 | 19.75M | 1.50 |" in done.stdout
     assert "| 16 | 37.9 | 79,727 | 5.37 |" in done.stdout
     assert "`ops` did not finish" in done.stdout
+
+
+def test_suite_durations_keeps_the_long_tests_of_a_junit_report_by_node_id(tmp_path, capsys):
+    suite_durations = _load("suite_durations")
+    report = tmp_path / "report.xml"
+    report.write_text(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="tests.test_a" name="test_long[x:y[z=1]]" time="80.5"/>'
+        '<testcase classname="tests.test_b.TestGroup" name="test_mid" time="6.0"/>'
+        '<testcase classname="tests.test_b" name="test_short" time="0.3"/>'
+        '</testsuite></testsuites>', encoding="utf-8")
+    out = tmp_path / "durations.json"
+    assert suite_durations.main([str(report), "--out", str(out)]) == 0
+    assert json.loads(out.read_text()) == {"tests/test_a.py::test_long[x:y[z=1]]": 80.5,
+                                           "tests/test_b.py::TestGroup::test_mid": 6.0}
+    assert suite_durations.main([str(tmp_path / "missing.xml"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "cannot read the JUnit report" in err
+
+
+def test_the_durations_file_names_tests_that_exist():
+    """tests/durations.json orders the child-process tests; an id it holds that no longer
+    names a test means the file is stale (regenerate it with benchmarks/suite_durations.py)."""
+    durations = json.loads((ROOT / "tests" / "durations.json").read_text())
+    files = {key.split("::")[0] for key in durations}
+    assert all((ROOT / path).is_file() for path in files), sorted(
+        path for path in files if not (ROOT / path).is_file())
