@@ -60,6 +60,7 @@ def _train(env, fns, config, staleness=1, **kwargs):
 
 
 @pytest.mark.learning
+@pytest.mark.two_codegens
 @pytest.mark.slow
 def test_ppo_learns_gymnasium_cartpole():
     """The default config (8 worker processes) within its 150k steps: training stops at the

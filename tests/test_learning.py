@@ -10,11 +10,13 @@ learn over many seeds and how they end is the learning check's job: 16 seeds und
 code-generation setting, the whole budget, held to 15 of 16 reaching the threshold with none
 ending more than 5% below it (docs/learning-checks.md). Here the seed must reach the threshold
 within the promise's budget (with several seeds: every seed but one, the median above the
-collapse floor). No test leans on one machine's trajectory: `.ci/run` runs these again
-under another `--xla_cpu_max_isa`.
+collapse floor). No test leans on one machine's trajectory: `.ci/run` runs these (marked `two_codegens`, as are the
+promises' own tests elsewhere) again under another `--xla_cpu_max_isa`.
 """
 
+import importlib
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -49,6 +51,7 @@ def check(result: lc.CaseResult) -> None:
 
 @pytest.mark.slow
 @pytest.mark.learning
+@pytest.mark.two_codegens
 @pytest.mark.parametrize("case", TESTED, ids=[case.name for case in TESTED])
 def test_agent_learns_its_promised_env(case):
     check(lc.run_case(case, agents.load(case.agent), envs, list(range(case.test_seeds)),
@@ -62,6 +65,10 @@ def test_every_promise_is_tested_here_by_a_test_of_its_own_or_by_the_learning_ch
         path, function = test.split("::")
         assert f"def {function}(" in open(path, encoding="utf-8").read(), test
         assert path in lc.find_case(name, CASES).note, name
+        # CI's second code-generation pass runs `-m two_codegens`
+        module = importlib.import_module(Path(path).stem)
+        marks = {mark.name for mark in getattr(getattr(module, function), "pytestmark", [])}
+        assert {"learning", "two_codegens"} <= marks, (test, marks)
     for name, results in CHECKED_ONLY.items():
         assert f"#### {name}: threshold" in open(results, encoding="utf-8").read(), name
         assert results in lc.find_case(name, CASES).note, name

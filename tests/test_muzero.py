@@ -460,6 +460,7 @@ def train_muzero(env_name: str, config, seeds, chunks: int, eval_episodes: int,
 
 @pytest.mark.slow
 @pytest.mark.learning
+@pytest.mark.two_codegens
 def test_muzero_learns_cartpole():
     """The shipped CartPole-v1 defaults (150k steps) on seed 0 reach a greedy return of 400
     (the learning check's bar; solved is 475) within the first half of their schedule,
@@ -476,6 +477,7 @@ def test_muzero_learns_cartpole():
 
 @pytest.mark.slow
 @pytest.mark.learning
+@pytest.mark.two_codegens
 def test_alphazero_never_loses_tictactoe_to_the_perfect_player():
     """AlphaZero mode (the search steps the real game) with the TicTacToe-v0 preset and a small
     budget: no loss in 100 games against the perfect player, 50 in each seat. 20k steps pass

@@ -145,6 +145,7 @@ def test_bad_vtrace_values_are_one_line_errors(tmp_path, capsys):
 
 
 @pytest.mark.learning
+@pytest.mark.two_codegens
 @pytest.mark.slow
 def test_vtrace_learns_cartpole_with_ppos_defaults():
     """PPO's shipped CartPole-v1 config plus `vtrace=true` on the device loop: the greedy
