@@ -164,12 +164,14 @@ def continuous_actions(setup: Setup, params: Params, obs: jax.Array, key: jax.Ar
     agents that are not `greedy` (a tuple [N] chooses per agent), clipped to the box."""
     space = setup.env.spec.action_space
     actions = setup.actor.apply(params.actor, obs.astype(jnp.float32))
+    low, high = jnp.asarray(space.low), jnp.asarray(space.high)
+    if greedy is True:  # no noise to draw
+        return to_env_units(actions, low, high)
     keys = key if key.ndim == 2 else jax.random.split(key, obs.shape[0])
     noise = jax.vmap(lambda k: jax.random.normal(k, actions.shape[1:]))(keys)
     exploring = jnp.logical_not(jnp.broadcast_to(jnp.asarray(greedy), actions.shape[1:2]))
     scale = setup.config.exploration_noise * exploring.astype(jnp.float32)[:, None]
-    actions = jnp.clip(actions + scale * noise, -1.0, 1.0)
-    return to_env_units(actions, jnp.asarray(space.low), jnp.asarray(space.high))
+    return to_env_units(jnp.clip(actions + scale * noise, -1.0, 1.0), low, high)
 
 
 def explore(setup: Setup, params: Params, obs: jax.Array, legal: Optional[jax.Array],

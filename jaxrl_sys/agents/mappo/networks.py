@@ -172,6 +172,8 @@ def sample(logits: jax.Array, legal: Optional[jax.Array], key: jax.Array,
     its means."""
     if legal is None:
         mean, log_std = jnp.split(logits, 2, axis=-1)
+        if isinstance(greedy, bool) and greedy:  # no noise to draw
+            return mean, dist.gaussian_log_prob(mean, log_std, mean)
         noisy = dist.gaussian_sample(key, mean, log_std)
         action = jnp.where(jnp.asarray(greedy)[..., None], mean, noisy)
         return action, dist.gaussian_log_prob(mean, log_std, action)
