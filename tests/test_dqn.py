@@ -52,7 +52,9 @@ def test_one_update_on_eight_devices_equals_one_device(variant):
         return jax.device_get(jax.jit(mapped)(state, batch))
 
     (state_1, metrics_1), (state_8, metrics_8) = run(1), run(8)
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7),
+    # 8 devices sum the gradient in another order; Adam divides each by its own scale, so a
+    # near-zero gradient's last bits move its parameter by up to about 1e-6 (AMD EPYC: 3e-7)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
                  state_8.params, state_1.params)
     np.testing.assert_allclose(metrics_8["loss"], metrics_1["loss"], rtol=1e-5)
     initial = dqn.make(env, config).init(jax.random.PRNGKey(1)).params

@@ -37,10 +37,32 @@ sys.path.insert(0, str(TESTS))  # workers import `host_envs` from here (spawn co
 from processes import marked_processes  # noqa: E402
 
 
-def _children() -> set[int]:
-    """Live (non-zombie) processes whose parent is this test process, other than the
-    stdlib's resource tracker (one per process once `spawn` is used; it exits with us)."""
-    return child_pids(include_zombies=False) - {resource_tracker_pid()}
+_CHILDREN_BEFORE: set[int] = set()
+
+
+@pytest.fixture(autouse=True)
+def _children_before_the_test():
+    """Note this process's children as the test starts: under xdist a worker may hold one
+    from another module's test, and each test here checks only what its own run started."""
+    _CHILDREN_BEFORE.clear()
+    _CHILDREN_BEFORE.update(child_pids(include_zombies=False))
+    yield
+
+
+def _children() -> dict[int, str]:
+    """Live (non-zombie) processes started by this test process since the test began, other
+    than the stdlib's resource tracker (one per process once `spawn` is used; it exits with
+    us): pid to command line, so that a failure names what was left."""
+    left = child_pids(include_zombies=False) - _CHILDREN_BEFORE - {resource_tracker_pid()}
+    return {pid: _command_line(pid) for pid in sorted(left)}
+
+
+def _command_line(pid: int) -> str:
+    """A process's command line (empty once it has gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:200]
+    except OSError:
+        return ""
 
 
 def _ppo(env_name: str, **overrides):
