@@ -11,6 +11,7 @@ process with the user's flags: the CPU flags `scripts/train.py` sets, plus anyth
 caller put in XLA_FLAGS (`.ci/run`'s `--xla_cpu_max_isa=AVX`).
 """
 
+import gc
 import json
 import os
 import shutil
@@ -101,6 +102,19 @@ def pytest_pyfunc_call(pyfuncitem):
         pytest.fail(f"{pyfuncitem.nodeid} failed under the user's code generation "
                     f"(exit {child.returncode}):\n{child.stdout[-6000:]}", pytrace=False)
     return True
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _compiled_programs_released_after_each_module():
+    """Drop JAX's compiled programs when a module's tests end. Each keeps its code mapped in
+    memory (about 300 maps per test here), and an xdist worker runs hundreds of tests: past
+    Linux's `vm.max_map_count` (65,530) XLA's allocations fail and the worker dies with a
+    segmentation fault (stop 70's CI and two clean-clone runs, 80% of the way through, each in
+    a compilation-cache read or write). Programs a later module needs again come back from
+    the session's compilation cache."""
+    yield
+    jax.clear_caches()
+    gc.collect()
 
 
 def pytest_unconfigure(config):
