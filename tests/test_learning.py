@@ -34,7 +34,9 @@ OWN_TESTS = {"ppo:gymnasium:CartPole-v1": "tests/test_host_loop.py::test_ppo_lea
 # the promises the suite leaves to jaxrl-check-learning (test_seeds 0: a further env on a
 # path another promise of the agent trains here), with the results file of their 16 seeds
 CHECKED_ONLY = {"ppo:Acrobot-v1": "results/check_learning.md",
-                "sac:MountainCarContinuous-v0": "results/check_learning_epyc.md"}
+                "sac:MountainCarContinuous-v0": "results/check_learning_epyc.md",
+                "ddpg:MountainCarContinuous-v0":
+                    "results/check_learning_ddpg_mountain_car.md"}
 
 
 def check(result: lc.CaseResult) -> None:

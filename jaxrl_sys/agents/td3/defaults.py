@@ -47,6 +47,10 @@ PROMISES: tuple[LearningPromise, ...] = (
 # DDPG's, in the suite: one critic, every step, no smoothing
 DDPG_PROMISES: tuple[LearningPromise, ...] = (
     LearningPromise("Pendulum-v1", -200.0),
+    LearningPromise("MountainCarContinuous-v0", 90.0, test_seeds=0,
+                    note="the code Pendulum's case trains, exploring with the family's "
+                         "correlated noise (tested on its own); 16 seeds per setting: "
+                         "results/check_learning_ddpg_mountain_car.md"),
 )
 
 # DDPG (Lillicrap et al. 2016, as Fujimoto et al. re-ran it): one critic, the actor and
