@@ -36,7 +36,8 @@ OWN_TESTS = {"ppo:gymnasium:CartPole-v1": "tests/test_host_loop.py::test_ppo_lea
 CHECKED_ONLY = {"ppo:Acrobot-v1": "results/check_learning.md",
                 "sac:MountainCarContinuous-v0": "results/check_learning_epyc.md",
                 "ddpg:MountainCarContinuous-v0":
-                    "results/check_learning_ddpg_mountain_car.md"}
+                    "results/check_learning_ddpg_mountain_car.md",
+                "iql:Pendulum-v1": "results/check_learning_iql_pendulum.md"}
 
 
 def check(result: lc.CaseResult) -> None:
