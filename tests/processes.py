@@ -17,3 +17,11 @@ def marked_processes(marker: str) -> list[int]:
             except OSError:
                 continue
     return found
+
+
+def command_line(pid: int) -> str:
+    """A process's command line (empty once it has gone)."""
+    try:
+        return (Path(f"/proc/{pid}") / "cmdline").read_bytes().replace(b"\0", b" ").decode()[:200]
+    except OSError:
+        return ""

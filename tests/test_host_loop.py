@@ -34,7 +34,7 @@ from jaxrl_sys.commands import train as train_script
 ROOT = TESTS.parent
 sys.path.insert(0, str(TESTS))  # workers import `host_envs` from here (spawn copies sys.path)
 
-from processes import marked_processes  # noqa: E402
+from processes import command_line, marked_processes  # noqa: E402
 
 
 _CHILDREN_BEFORE: set[int] = set()
@@ -54,15 +54,7 @@ def _children() -> dict[int, str]:
     than the stdlib's resource tracker (one per process once `spawn` is used; it exits with
     us): pid to command line, so that a failure names what was left."""
     left = child_pids(include_zombies=False) - _CHILDREN_BEFORE - {resource_tracker_pid()}
-    return {pid: _command_line(pid) for pid in sorted(left)}
-
-
-def _command_line(pid: int) -> str:
-    """A process's command line (empty once it has gone)."""
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:200]
-    except OSError:
-        return ""
+    return {pid: command_line(pid) for pid in sorted(left)}
 
 
 def _ppo(env_name: str, **overrides):

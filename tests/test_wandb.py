@@ -3,25 +3,21 @@ wandb package, or with a sweep, the flag is refused in one line before anything 
 
 import importlib.util
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-from test_cli import TRAIN, train_script
+from test_cli import run_train, train_script
 
 
 @pytest.mark.slow
-def test_offline_wandb_run_holds_the_metrics_and_config(tmp_path):
+def test_offline_wandb_run_holds_the_metrics_and_config(tmp_path, monkeypatch):
     """In a process of its own: W&B starts a service process and threads that outlive the run
     (until the process exits), which an xdist worker would carry into every later test."""
     pytest.importorskip("wandb", reason="the wandb extra is not installed (CI installs it)")
+    monkeypatch.setenv("WANDB_MODE", "offline")  # the script's process inherits it
     root = tmp_path / "runs"
-    done = subprocess.run([sys.executable, str(TRAIN), "--no-progress", "--total-steps", "4096",
-                           "--chunks", "2", "--run-root", str(root), "--wandb", "jaxrl-sys-test"],
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "WANDB_MODE": "offline"})
+    done = run_train("--total-steps", "4096", "--chunks", "2", "--run-root", str(root),
+                     "--wandb", "jaxrl-sys-test")
     assert done.returncode == 0, done.stderr[-2000:]
     (run_dir,) = root.iterdir()
     run_id = (run_dir / "wandb_id").read_text().strip()
