@@ -635,6 +635,17 @@ def test_a_missing_run_is_one_line_and_exit_2(tmp_path, capsys):
     assert "no run directory" in capsys.readouterr().err
 
 
+def test_the_rllib_side_by_side_without_rllib_is_one_line_and_exit_2():
+    """benchmarks/bench_rllib_serve.py needs a Python with Ray 2.9's RLlib and torch, which this
+    package's environment lacks (Ray 2.60 has no `PolicyServerInput`): one line, exit 2."""
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_rllib_serve.py"
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == "" and result.stderr.count("\n") == 1, result.stderr
+    assert "Ray 2.9 with RLlib and torch" in result.stderr
+
+
 def test_a_two_player_policy_is_refused():
     resolved = resolve(RunSpec(agent="muzero", env="TicTacToe-v0"), agents.load, envs)
     _, agent = resolved.build(envs)
