@@ -81,18 +81,23 @@ def start_server(port: int) -> subprocess.Popen:
             return process
 
 
+MAX_RETRIES = 500  # resets in a row (5 s of retrying) before the server counts as gone
+
+
 def with_retries(call, resets: list[int], i: int):
     """`call()`, sent again after each connection the server reset. RLlib's server is Python's
     `http.server` with its listen backlog of 5 and a connection per request (HTTP/1.0), and
-    with many clients at once some connections are refused: an application must retry."""
+    with many clients at once some connections are refused: an application must retry. A
+    server that has died ends the run instead of leaving its clients retrying forever."""
     import requests
 
-    while True:
+    for _ in range(MAX_RETRIES):
         try:
             return call()
         except requests.exceptions.ConnectionError:
             resets[i] += 1
             time.sleep(0.01)
+    raise SystemExit(f"the RLlib server reset {MAX_RETRIES} connections in a row: is it gone?")
 
 
 def remote_load(address: str, clients: int, seconds: float) -> dict:
@@ -105,7 +110,16 @@ def remote_load(address: str, clients: int, seconds: float) -> dict:
     counts, resets = [0] * clients, [0] * clients
     start = threading.Barrier(clients + 1)
 
+    failures: list[BaseException] = []
+
     def one(i: int) -> None:
+        try:
+            act(i)
+        except BaseException as failure:  # SystemExit too: a thread's own ends only itself
+            failures.append(failure)
+            start.abort()  # the others and the main thread stop waiting at the start
+
+    def act(i: int) -> None:
         client = PolicyClient(address, inference_mode="remote", session=requests.Session())
         rng = np.random.default_rng(i)
         obs = rng.normal(0, 0.1, OBS_SHAPE).astype(np.float32)
@@ -125,11 +139,16 @@ def remote_load(address: str, clients: int, seconds: float) -> dict:
     threads = [threading.Thread(target=one, args=(i,)) for i in range(clients)]
     for thread in threads:
         thread.start()
-    start.wait()
+    try:
+        start.wait()
+    except threading.BrokenBarrierError:
+        pass
     started = time.perf_counter()
     for thread in threads:
         thread.join()
     elapsed = time.perf_counter() - started
+    if failures:
+        raise SystemExit(f"a client failed: {failures[0]}")
     ms = np.concatenate([np.asarray(x) for x in latencies]) * 1e3
     return {"actions_per_s": sum(counts) / elapsed, "p50_ms": float(np.percentile(ms, 50)),
             "p99_ms": float(np.percentile(ms, 99)), "actions": int(sum(counts)),
