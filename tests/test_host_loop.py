@@ -332,6 +332,29 @@ def test_ctrl_c_while_workers_start_leaves_none_behind(monkeypatch):
     assert not child_pids() - before - {resource_tracker_pid()}
 
 
+def test_ctrl_c_reaching_a_worker_while_it_imports_leaves_it_working(monkeypatch):
+    """Ctrl-C goes to the whole process group, workers still importing Gymnasium included: each
+    worker starts with SIGINT blocked (its traceback would otherwise cut into the run's last
+    line, and the worker would be gone), and the parent's own mask is as it was."""
+    from multiprocessing import popen_spawn_posix
+
+    launch = popen_spawn_posix.Popen._launch
+
+    def launch_then_interrupt(self, process_obj):
+        launch(self, process_obj)
+        os.kill(self.pid, signal.SIGINT)  # the child is still unpickling, importing gymnasium
+
+    monkeypatch.setattr(popen_spawn_posix.Popen, "_launch", launch_then_interrupt)
+    vector = envs.make_host("gymnasium:CartPole-v1").make_vector(2, "spawn")
+    try:
+        vector.reset(seed=0)
+        vector.step(np.zeros(2, dtype=np.int64))
+        assert all(process.is_alive() for process in vector.processes)
+    finally:
+        vector.close()
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--env", "gymnasium:CartPol-v1"], "unknown env 'gymnasium:CartPol-v1'"),
     (["--env", "gymnasium:CartPole-v1", "--set", "env.bogus=1"], "bad param(s) for env"),

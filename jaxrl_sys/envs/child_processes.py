@@ -85,3 +85,19 @@ def ended_on_failure() -> Iterator[None]:
     except BaseException:
         end_processes(child_pids() - before - {resource_tracker_pid()})
         raise
+
+
+@contextlib.contextmanager
+def sigint_kept_from_children() -> Iterator[None]:
+    """Children started in the block begin with SIGINT blocked; this process still gets it.
+
+    A spawned child inherits its starting thread's signal mask across exec, so Ctrl-C cannot
+    reach it while it imports, before its own code can ignore SIGINT (its traceback would land
+    in the middle of the run's last line). A SIGINT sent meanwhile goes to one of this
+    process's other threads, or waits until the block ends: it is never lost.
+    """
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)

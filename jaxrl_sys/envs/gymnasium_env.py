@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from jaxrl_sys.envs.child_processes import ended_on_failure
+from jaxrl_sys.envs.child_processes import ended_on_failure, sigint_kept_from_children
 from jaxrl_sys.envs.errors import EnvParamError, UnknownEnvError, UnsupportedEnvError
 from jaxrl_sys.envs import gymnasium_worker
 from jaxrl_sys.core.types import Box, Discrete, EnvSpec
@@ -73,7 +73,8 @@ class GymnasiumEnv:
 
         if start_method not in START_METHODS:
             raise ValueError(f"start_method must be one of {START_METHODS}, got {start_method!r}")
-        with ended_on_failure():  # Ctrl-C while the workers start must not leave any behind
+        # Ctrl-C while the workers start must not leave any behind, nor reach one importing
+        with ended_on_failure(), sigint_kept_from_children():
             return AsyncVectorEnv(
                 [self.env_fn() for _ in range(num_envs)],
                 shared_memory=True,
