@@ -32,6 +32,9 @@ if _OWNS_CACHE:
     os.environ[_SESSION_CACHE] = tempfile.mkdtemp(prefix="jaxrl_sys_xla_cache_")
 os.environ["JAX_COMPILATION_CACHE_DIR"] = os.environ[_SESSION_CACHE]
 os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+# The offline learning promises' recorded datasets, under the session's cache: made once by
+# whichever test first needs one (cql, iql, marwil and bc share CartPole's) and then read.
+DATASETS_ROOT = Path(os.environ[_SESSION_CACHE]) / "datasets"
 
 # The caller's XLA_FLAGS, kept for the learning tests' child processes: the first process of
 # the session (the xdist controller) records them before adding the tests' own.

@@ -54,3 +54,31 @@ def test_results_on_several_devices_get_a_column_of_their_own(tmp_path, capsys):
     eight = saved(tmp_path, [500.0] * 16, devices=8)
     assert check_learning.main(["--load", one, eight]) == 0
     assert "| seed | native | native, 8 devices |" in capsys.readouterr().out
+
+
+def test_a_recorded_dataset_is_made_once_by_processes_sharing_its_root(tmp_path, monkeypatch):
+    """Learning tests in two xdist workers may need the same dataset at once: the first to
+    lock the root records it, the other waits and reads it, and neither writes it twice."""
+    import threading
+    import time
+    from jaxrl_sys.core.types import DatasetRecipe
+
+    made = []
+
+    def record(recipe, env_name, load_agent, registry, root, name):
+        made.append(name)
+        time.sleep(0.3)  # a recording takes a while: the other caller arrives meanwhile
+        (root / name / "data").mkdir(parents=True)
+        return root / name
+
+    monkeypatch.setattr(lc, "_record_dataset", record)
+    recipe = DatasetRecipe("ppo", "epsilon:0.3", 20)
+    paths = []
+    callers = [threading.Thread(target=lambda: paths.append(
+        lc.recorded_dataset(recipe, "CartPole-v1", None, None, tmp_path))) for _ in range(2)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join()
+    assert made == ["cartpole-v1-ppo-epsilon_0_3-20-v0"]
+    assert paths == [tmp_path / made[0]] * 2

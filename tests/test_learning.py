@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TEST_CODEGEN_FLAGS
+from conftest import DATASETS_ROOT, TEST_CODEGEN_FLAGS
 
 from jaxrl_sys import agents
 from jaxrl_sys import envs
@@ -59,7 +59,8 @@ def check(result: lc.CaseResult) -> None:
 @pytest.mark.parametrize("case", TESTED, ids=[case.name for case in TESTED])
 def test_agent_learns_its_promised_env(case):
     check(lc.run_case(case, agents.load(case.agent), envs, list(range(case.test_seeds)),
-                      stop_when_reached=True, load_agent=agents.load))
+                      stop_when_reached=True, load_agent=agents.load,
+                      datasets_root=DATASETS_ROOT))
 
 
 def test_every_promise_is_tested_here_by_a_test_of_its_own_or_by_the_learning_check():

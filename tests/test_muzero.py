@@ -447,7 +447,7 @@ def train_muzero(env_name: str, config, seeds, chunks: int, eval_episodes: int,
                  max_chunks=None, on_chunk=None):
     """Train with the execution layer; greedy search evaluation on the env's eval variant.
     `max_chunks` stops after the first that many chunks of the schedule, `on_chunk` (the
-    driver's) wherever it returns True."""
+    driver's) wherever it returns True, with no chunk trained past it."""
     agent = muzero.make(envs.make(env_name), config)
     iters = -(-config.num_iterations // chunks)
     eval_fn = make_eval_fn(envs.make_eval(env_name), muzero.greedy_action(agent))
@@ -455,7 +455,7 @@ def train_muzero(env_name: str, config, seeds, chunks: int, eval_episodes: int,
                    eval_fn=eval_fn, eval_episodes=eval_episodes)
     num_chunks = -(-config.num_iterations // iters)
     return agent, train(runner, np.asarray(seeds), min(num_chunks, max_chunks or num_chunks),
-                        on_chunk)
+                        on_chunk, run_ahead=on_chunk is None)
 
 
 @pytest.mark.slow

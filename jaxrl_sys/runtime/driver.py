@@ -142,6 +142,7 @@ def train(
     check: Callable[[ChunkSummary], None] = check_finite,
     adapt: Optional[Callable[[int, Carry], Carry]] = None,
     adapt_every: int = 0,
+    run_ahead: bool = True,
 ) -> TrainResult:
     """Run chunks `start_chunk .. num_chunks-1` for all `seeds`, from `carry` if given (a
     restored run) or a fresh `runner.init(seeds)`.
@@ -156,9 +157,11 @@ def train(
     `adapt(chunk, carry) -> carry` (population training) runs after every `adapt_every`-th
     chunk but the last, once that chunk's `on_chunk` has run, and before its checkpoint.
     Chunk c+1 is dispatched before chunk c's metrics are fetched, except where a checkpoint
-    or an adaptation is due. Compilation is done ahead of time and timed separately. Each
-    summary's `seconds` is its chunk's own time: from the later of its dispatch and the
-    previous chunk's end to its own end, so a checkpoint between chunks is in neither.
+    or an adaptation is due, or `run_ahead` is False (a caller that stops on a chunk's
+    result, such as a learning test stopping at its threshold, then trains no chunk past it).
+    Compilation is done ahead of time and timed separately. Each summary's `seconds` is its
+    chunk's own time: from the later of its dispatch and the previous chunk's end to its own
+    end, so a checkpoint between chunks is in neither.
     """
     start = time.perf_counter()
     carry = in_thread(lambda: runner.init(seeds)) if carry is None else carry
@@ -197,7 +200,7 @@ def train(
         )
         adapting = (adapt is not None and adapt_every > 0 and (chunk + 1) % adapt_every == 0
                     and chunk < num_chunks - 1)
-        if due or stop or adapting or chunk == num_chunks - 1:
+        if due or stop or adapting or chunk == num_chunks - 1 or not run_ahead:
             stop = handle(*pending) or stop
             pending = None
             if adapting and not stop:

@@ -18,6 +18,7 @@ tools never import agents or envs.
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import re
 import tempfile
 import time
@@ -196,14 +197,24 @@ def case_config(case: LearningCase, agent_module: Any) -> Any:
 
 def recorded_dataset(recipe: DatasetRecipe, env_name: str, load_agent: Callable[[str], Any],
                      registry: EnvRegistry, root: Path) -> Path:
-    """The dataset `recipe` makes on `env_name`, under `root` (made once, then reused): the
-    recipe agent's shipped defaults trained with seed 0 on one device, then its episodes
-    recorded as `jaxrl-record` records them."""
-    kind, epsilon = recording.parse_policy(recipe.policy)
+    """The dataset `recipe` makes on `env_name`, under `root` (made once, then reused, by
+    every process sharing `root`: the first to lock it makes it): the recipe agent's shipped
+    defaults trained with seed 0 on one device, then its episodes recorded as `jaxrl-record`
+    records them."""
     name = re.sub(r"[^A-Za-z0-9_\-]", "_", f"{env_name}-{recipe.agent}-{recipe.policy}-"
                   f"{recipe.episodes}").lower() + "-v0"
-    if (root / name / "data").is_dir():
-        return root / name
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if (root / name / "data").is_dir():
+            return root / name
+        return _record_dataset(recipe, env_name, load_agent, registry, root, name)
+
+
+def _record_dataset(recipe: DatasetRecipe, env_name: str, load_agent: Callable[[str], Any],
+                    registry: EnvRegistry, root: Path, name: str) -> Path:
+    """Train `recipe`'s agent and write its episodes as dataset `name` under `root`."""
+    kind, epsilon = recording.parse_policy(recipe.policy)
     module = load_agent(recipe.agent)
     config = module.default_config(env_name)
     env = registry.make(env_name)
@@ -299,11 +310,10 @@ def _run_device(case, agent_module, registry, config, seeds, iters, num_chunks, 
         judged = summary.eval_returns if case.eval_episodes else summary.returns
         return bool(np.all(np.asarray(judged) >= case.threshold))
 
-    result = driver.train(runner, np.asarray(seeds), num_chunks, report)
+    # stopping at the threshold, the driver judges each chunk before it dispatches the next
+    result = driver.train(runner, np.asarray(seeds), num_chunks, report,
+                          run_ahead=not stop_when_reached)
     history = result.history
-    if stop_when_reached:  # the driver runs a chunk ahead: cut the curves where they reached
-        ends = [i for i, summary in enumerate(history) if reached(summary)]
-        history = history[:ends[0] + 1] if ends else history
     train = np.stack([h.returns for h in history])
     evals = np.stack([h.eval_returns for h in history]) if case.eval_episodes else None
     return train, evals, result.train_seconds
