@@ -1,16 +1,12 @@
 """scripts/check_learning.py: bad input, saved results, the exit code of a failing case."""
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from jaxrl_sys.tools import learning_check as lc
 
-_path = Path(__file__).resolve().parent.parent / "scripts" / "check_learning.py"
 from jaxrl_sys.commands import check_learning as check_learning
 
 
