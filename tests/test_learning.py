@@ -38,7 +38,8 @@ CHECKED_ONLY = {"ppo:Acrobot-v1": "results/check_learning.md",
                 "sac:MountainCarContinuous-v0": "results/check_learning_epyc.md",
                 "ddpg:MountainCarContinuous-v0":
                     "results/check_learning_ddpg_mountain_car.md",
-                "iql:Pendulum-v1": "results/check_learning_iql_pendulum.md"}
+                "iql:Pendulum-v1": "results/check_learning_iql_pendulum.md",
+                "muzero:Catch-bsuite": "results/check_learning_muzero_catch.md"}
 
 
 def check(result: lc.CaseResult) -> None:

@@ -104,6 +104,11 @@ PROMISES: tuple[LearningPromise, ...] = (
                          "tests/test_muzero.py (greedy 400 on seed 0 within the first "
                          "half of the schedule); 475 at the end on every seed is the aim",
                     test_seeds=0),
+    LearningPromise("Catch-bsuite", 0.9, chunks=10,
+                    note="the learned model on bsuite's Catch (random play: about -0.6), left "
+                         "to the learning check: the suite trains the learned model on "
+                         "CartPole (results/check_learning_muzero_catch.md)",
+                    test_seeds=0),
 )
 
 
