@@ -1,6 +1,9 @@
 """scripts/check_learning.py: bad input, saved results, the exit code of a failing case."""
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -8,6 +11,29 @@ import pytest
 from jaxrl_sys.tools import learning_check as lc
 
 from jaxrl_sys.commands import check_learning as check_learning
+
+
+# a worker process's start (`run_worker`): every case is read, then the run's devices asked for
+LOAD_EVERY_AGENT_THEN_ASK_FOR_DEVICES = """
+from jaxrl_sys import agents
+from jaxrl_sys.tools import learning_check as lc
+lc.cases(agents.promises())
+from jaxrl_sys.runtime.devices import request_devices
+request_devices(3)
+import jax
+print(len(jax.devices()))
+"""
+
+
+def test_loading_every_agent_leaves_the_device_count_to_the_run():
+    """`--devices 8` is asked for after the check has read every agent's promises, so no
+    agent may compute with JAX when imported (evosax does, and es imported it at the top:
+    the worker failed with 1 device)."""
+    flags = " ".join(flag for flag in os.environ.get("XLA_FLAGS", "").split()
+                     if "device_count" not in flag)
+    done = subprocess.run([sys.executable, "-c", LOAD_EVERY_AGENT_THEN_ASK_FOR_DEVICES],
+                          capture_output=True, text=True, env=dict(os.environ, XLA_FLAGS=flags))
+    assert done.returncode == 0 and done.stdout.split() == ["3"], done.stderr[-2000:]
 
 
 def saved(tmp_path, finals: list[float], setting: str = "native", devices: int = 1) -> str:

@@ -30,10 +30,6 @@ from typing import Any, Callable, Optional
 import jax
 import jax.numpy as jnp
 import optax
-from evosax.algorithms import ARS, Open_ES
-from evosax.core.fitness_shaping import (
-    add_weight_decay, centered_rank_fitness_shaping_fn, identity_fitness_shaping_fn,
-)
 from flax import struct
 
 from jaxrl_sys.agents.es.config import Config
@@ -79,6 +75,13 @@ def build_strategy(config: Config, template: Any) -> Any:
     directions, the top `top_fraction` pairs by their better return, steps scaled by their
     returns' standard deviation), each with a constant noise scale and Adam or SGD at a
     constant or linearly annealed rate."""
+    # lazy: importing evosax computes with JAX, which would fix the process's device count
+    # before a run's `--devices` is requested (loading the agent registry must not)
+    from evosax.algorithms import ARS, Open_ES
+    from evosax.core.fitness_shaping import (
+        add_weight_decay, centered_rank_fitness_shaping_fn, identity_fitness_shaping_fn,
+    )
+
     rate = learning_rate(config.learning_rate, config.anneal_lr, config.num_iterations,
                          config.final_lr_fraction)
     descent = (optax.adam if config.optimizer == "adam" else optax.sgd)(rate)
