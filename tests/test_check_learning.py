@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import jax
 import numpy as np
 import pytest
 
@@ -34,6 +35,17 @@ def test_loading_every_agent_leaves_the_device_count_to_the_run():
     done = subprocess.run([sys.executable, "-c", LOAD_EVERY_AGENT_THEN_ASK_FOR_DEVICES],
                           capture_output=True, text=True, env=dict(os.environ, XLA_FLAGS=flags))
     assert done.returncode == 0 and done.stdout.split() == ["3"], done.stderr[-2000:]
+
+
+def test_a_worker_asked_for_more_devices_than_it_has_says_so_in_one_line(tmp_path, capsys):
+    """This process's JAX started with 8 CPU devices: a worker for 16 is refused, exit 2."""
+    assert len(jax.devices()) == 8  # started here, so the count can no longer change
+    argv = ["--worker", "native", "--cases", "ppo:CartPole-v1", "--devices", "16", "--out",
+            str(tmp_path / "out.json")]
+    assert check_learning.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "devices=16" in err and err.count("\n") == 1
+    assert not (tmp_path / "out.json").exists()
 
 
 def saved(tmp_path, finals: list[float], setting: str = "native", devices: int = 1) -> str:

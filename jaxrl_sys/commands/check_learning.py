@@ -26,6 +26,7 @@ from typing import Optional, Sequence
 from jaxrl_sys.tools import learning_check as lc
 from jaxrl_sys.runtime.cli import Parser, guarded
 from jaxrl_sys.runtime.cli import UsageError
+from jaxrl_sys.runtime.execution import PlacementError
 
 
 def all_cases() -> tuple[lc.LearningCase, ...]:
@@ -179,7 +180,8 @@ def report(results: list[lc.CaseResult], markdown: Optional[str]) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    return guarded(lambda: check(build_parser().parse_args(argv)), (UsageError,))
+    # PlacementError: more devices asked for than the worker's backend has
+    return guarded(lambda: check(build_parser().parse_args(argv)), (UsageError, PlacementError))
 
 
 def check(args: argparse.Namespace) -> int:
