@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import signal
 import subprocess
 import sys
@@ -491,32 +490,22 @@ def test_a_server_process_serves_remote_local_and_concurrent_clients(ppo_run):
         server.wait(timeout=30)
 
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "external_cartpole.py"
+CHECK = Path(__file__).resolve().parent.parent / "examples" / "check_external_cartpole.py"
 
 
-@pytest.mark.slow
-@pytest.mark.learning
-@pytest.mark.parametrize("inference", ["local"])
-def test_ppo_learns_cartpole_from_an_external_application(tmp_path, inference):
-    """docs/design/serving.md's example: Gymnasium CartPole-v1 stepped by 8 client threads in
-    another process that only uses PolicyClient; the server learns from their episodes with
-    PPO's shipped defaults until the last 100 episodes average 200 (a random policy's is about
-    22). The runs to 475, with local and remote inference, are docs/design/serving.md's table;
-    remote inference acts as local inference does (the server-process test)."""
-    server, address = start_server("--learn", "--agent", "ppo", "--env", "gymnasium:CartPole-v1",
-                                   "--run-root", str(tmp_path))
-    try:
-        result = subprocess.run([sys.executable, str(EXAMPLE), address, "--clients", "8",
-                                 "--inference", inference, "--steps", "150000",
-                                 "--until-return", "200"],
-                                capture_output=True, text=True, timeout=1500)
-    finally:
-        server.send_signal(signal.SIGINT)
-        server.wait(timeout=60)
-    summary = json.loads(result.stdout.strip().splitlines()[-1])
-    assert summary["reached"], result.stdout + result.stderr
-    (run_dir,) = tmp_path.iterdir()
-    assert (run_dir / "checkpoints").is_dir() and (run_dir / "metrics.jsonl").is_file()
+@pytest.mark.parametrize("args, words", [
+    (["--cases", "sac:remote"], "is not AGENT:INFERENCE"),
+    (["--cases", "dqn:somewhere"], "is not AGENT:INFERENCE"),
+    (["--parallel", "0"], "--parallel must be at least 1"),
+])
+def test_the_example_check_refuses_bad_cases_in_one_line(args, words):
+    """`.ci/run` trains docs/design/serving.md's example to 475 with DQN and PPO, remote and
+    local (`examples/check_external_cartpole.py`); a bad case is one line, exit 2, before any
+    server starts."""
+    result = subprocess.run([sys.executable, str(CHECK), *args], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert result.stderr.count("\n") == 1 and words in result.stderr, result.stderr
 
 
 @pytest.mark.slow
