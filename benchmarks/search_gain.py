@@ -32,6 +32,7 @@ import numpy as np
 from jaxrl_sys import agents, envs
 from jaxrl_sys.agents.muzero import agent as muzero
 from jaxrl_sys.agents.muzero.networks import MuZeroNetwork, predict_scalar, supports
+from jaxrl_sys.core.config import ConfigError, apply_overrides
 from jaxrl_sys.core.evaluation import evaluate
 from jaxrl_sys.runtime.session import open_run
 
@@ -54,6 +55,9 @@ def main(argv=None) -> int:
     p.add_argument("--simulations", default="",
                    help="comma-separated simulation counts besides the run's own")
     p.add_argument("--chunk", type=int, default=None, help="checkpoint (default: latest)")
+    p.add_argument("--search-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a config field changed for the learned model's extra rows at play "
+                        "time (q_range=10, value_scale=0.05, ...)")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
     try:
@@ -79,6 +83,11 @@ def main(argv=None) -> int:
         print("search_gain: single-player envs only (board games: benchmarks/tactics.py)",
               file=sys.stderr)
         return 2
+    try:
+        changed = apply_overrides(config, args.search_set) if args.search_set else config
+    except ConfigError as error:
+        print(f"search_gain: {error}", file=sys.stderr)
+        return 2
     carry, record = saved.restore(args.chunk)
     episode_ids = jnp.arange(args.episodes)
     key = jax.random.PRNGKey(0)
@@ -96,6 +105,10 @@ def main(argv=None) -> int:
         learned = dataclasses.replace(config, num_simulations=sims)
         rows.append((f"learned, {sims} sims",
                      muzero.greedy_action(muzero.make(eval_env, learned))))
+        if changed is not config:
+            rows.append((f"learned, {sims} sims, {' '.join(args.search_set)}",
+                         muzero.greedy_action(muzero.make(
+                             eval_env, dataclasses.replace(changed, num_simulations=sims)))))
     env_model = dataclasses.replace(config, model="env", rule_heads=False,
                                     consistency_loss_weight=0.0, reanalyse_fraction=0.0)
     rows.append((f"env, {config.num_simulations} sims",

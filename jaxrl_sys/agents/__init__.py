@@ -20,6 +20,7 @@ AGENTS: dict[str, str] = {
     "dqn": "jaxrl_sys.agents.dqn",
     "sac": "jaxrl_sys.agents.sac",
     "muzero": "jaxrl_sys.agents.muzero",
+    "alphazero": "jaxrl_sys.agents.muzero.alphazero",
     "impala": "jaxrl_sys.agents.impala",
     "r2d2": "jaxrl_sys.agents.r2d2",
     "ippo": "jaxrl_sys.agents.mappo.ippo",

@@ -5,7 +5,7 @@ reached (how they were chosen: docs/notes/muzero.md), and the learning checks th
 from __future__ import annotations
 
 from jaxrl_sys.agents.muzero.config import Config
-from jaxrl_sys.core.config import Tuned, tuned_config
+from jaxrl_sys.core.config import NOT_MEASURED, Tuned, tuned_config
 from jaxrl_sys.core.types import LearningPromise
 
 # Breakout-MinAtar's settings: 64 envs, 16 simulations, 10-step targets bootstrapped from the
@@ -122,3 +122,31 @@ def default_config(env_name: str) -> Config:
     """The MuZero config for `env_name`: shared defaults with its tuned entry's overrides (an
     env's own, else its family's, such as `pgx:*`)."""
     return tuned_config(Config(), TUNED, env_name)
+
+
+# AlphaZero (the `alphazero` agent): MuZero's entries searched over the real env (`model="env"`),
+# without the options that only a learned model has
+LEARNED_MODEL_ONLY = frozenset({"consistency_loss_weight", "reanalyse_fraction", "latent"})
+_ALPHAZERO_REACHED: dict[str, str] = {
+    "TicTacToe-v0": "0 losses in 100 games against the perfect player, 50 in each seat, at 20k "
+                    "steps under native, AVX2, AVX and SSE4_2 code (tests/test_muzero.py)",
+    "pgx:connect_four": "0.600 against mcts:400 at its 48 simulations over 200 games at 2M "
+                        "steps, one run (results/connect_four_curve.md)",
+}
+ALPHAZERO_TUNED: tuple[Tuned, ...] = tuple(
+    Tuned(entry.env,
+          {k: v for k, v in entry.overrides.items() if k not in LEARNED_MODEL_ONLY},
+          _ALPHAZERO_REACHED.get(entry.env, f"{NOT_MEASURED}: MuZero's entry, searched over "
+                                            "the real env"))
+    for entry in TUNED
+)
+ALPHAZERO_PROMISES: tuple[LearningPromise, ...] = (
+    LearningPromise("Catch-bsuite", 0.9, chunks=10,
+                    note="the real env in the tree, bsuite's Catch (random play: about -0.6)"),
+)
+
+
+def alphazero_config(env_name: str) -> Config:
+    """AlphaZero's config for `env_name`: MuZero's entry for it, the search stepping the real
+    env (`model="env"`)."""
+    return tuned_config(Config(model="env"), ALPHAZERO_TUNED, env_name)
