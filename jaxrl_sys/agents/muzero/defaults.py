@@ -142,7 +142,9 @@ ALPHAZERO_TUNED: tuple[Tuned, ...] = tuple(
 )
 ALPHAZERO_PROMISES: tuple[LearningPromise, ...] = (
     LearningPromise("Catch-bsuite", 0.9, chunks=10,
-                    note="the real env in the tree, bsuite's Catch (random play: about -0.6)"),
+                    note="the real env in the tree, bsuite's Catch (random play: about -0.6); "
+                         "16 of 16 seeds at 1.0 natively and under AVX "
+                         "(results/check_learning_alphazero_catch.md)"),
 )
 
 
