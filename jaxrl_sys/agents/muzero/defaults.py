@@ -133,6 +133,9 @@ _ALPHAZERO_REACHED: dict[str, str] = {
     "Breakout-MinAtar": "greedy 83.9 at 1M steps over seeds 0-3 (92.0, 73.5, 84.5, 85.5); "
                         "the search's simulated env steps not counted "
                         "(results/alphazero_minatar.md)",
+    "SpaceInvaders-MinAtar": "greedy 164.0 at 1M steps over seeds 0-1 (159.0, 169.0; seeds "
+                             "2-3 155.0 at 350k); the search's simulated env steps not "
+                             "counted (results/alphazero_minatar.md)",
     "pgx:connect_four": "0.600 against mcts:400 at its 48 simulations over 200 games at 2M "
                         "steps, one run (results/connect_four_curve.md)",
 }
