@@ -10,6 +10,7 @@ import pytest
 
 from jaxrl_sys import envs
 from jaxrl_sys.agents import muzero
+from jaxrl_sys.core.config import ConfigError
 from jaxrl_sys.core.value_transform import Support
 
 REWARDS = np.array([1.0, 2.0, 4.0, 8.0, 16.0], np.float32)
@@ -353,3 +354,47 @@ def test_consistency_loss_pulls_predicted_latents_towards_the_reached_observatio
     off = dataclasses.replace(config, consistency_loss_weight=0.0)
     assert "projection_mlp" not in muzero.init(jax.random.PRNGKey(0), env.spec, off).params[
         "params"]
+
+
+def test_reconstruction_loss_decodes_every_latent_against_its_observation():
+    """The decoder's mean squared error per alive unroll step (step 0 weighs 1, later steps
+    1/K), equal to decoding each latent by hand; masked steps add nothing; the gradient
+    reaches the dynamics only through the later steps; and the decoder exists only when the
+    loss's weight is positive."""
+    env = envs.make("CartPole-v1")
+    config = dataclasses.replace(muzero.Config(), unroll_steps=2, latent_dim=8, hidden=(16,),
+                                 support_bins=11, reconstruction_loss_weight=1.0)
+    network = muzero.build_network(env.spec, config)
+    params = muzero.init(jax.random.PRNGKey(0), env.spec, config).params
+    first_obs = jax.random.normal(jax.random.PRNGKey(1), (3, 4))
+    observations = jax.random.normal(jax.random.PRNGKey(2), (3, 3, 4))
+    actions = jnp.array([[0, 1], [1, 1], [0, 0]])
+    alive = jnp.array([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    weights = muzero.unroll_step_weights(2)
+
+    def loss_of(params):
+        unrolled = muzero.unroll_model(network, params, first_obs, actions, 0.5)
+        return muzero.reconstruction_loss(network, params, unrolled, observations, alive,
+                                          weights)
+
+    unrolled = muzero.unroll_model(network, params, first_obs, actions, 0.5)
+    latents = np.concatenate([np.asarray(unrolled.first_latent)[:, None],
+                              np.asarray(unrolled.latent)], 1)
+    decode = lambda x: np.asarray(network.apply(  # noqa: E731
+        params, jnp.asarray(x), method=muzero.MuZeroNetwork.decode))
+    errors = np.stack([np.mean((decode(latents[:, t]) - np.asarray(observations[:, t])) ** 2, -1)
+                       for t in range(3)], 1)  # [B, K+1]
+    expected = np.sum(errors * np.asarray(alive) * weights, 1)
+    np.testing.assert_allclose(np.asarray(loss_of(params)), expected, rtol=1e-5)
+
+    only_first = lambda p: muzero.reconstruction_loss(  # noqa: E731
+        network, p, muzero.unroll_model(network, p, first_obs, actions, 0.5), observations,
+        alive.at[:, 1:].set(0.0), weights).sum()
+    largest = lambda g, part: max(float(jnp.abs(x).max())  # noqa: E731
+                                  for x in jax.tree.leaves(g["params"][part]))
+    assert largest(jax.grad(only_first)(params), "dynamics_mlp") == 0
+    assert largest(jax.grad(lambda p: loss_of(p).sum())(params), "dynamics_mlp") > 0
+    off = dataclasses.replace(config, reconstruction_loss_weight=0.0)
+    assert "decoder_mlp" not in muzero.init(jax.random.PRNGKey(0), env.spec, off).params["params"]
+    with pytest.raises(ConfigError, match="reconstruction_loss_weight needs model='learned'"):
+        dataclasses.replace(config, model="env").validate()

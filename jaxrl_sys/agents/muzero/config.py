@@ -70,6 +70,11 @@ class Config(RolloutBudget):
     # (negative cosine similarity, SimSiam projections) towards the representation of the
     # observation actually reached; 0 turns it off (EfficientZero weighs it 2)
     consistency_loss_weight: float = 0.0
+    # each latent, the representation's and every one the dynamics predict, is decoded into
+    # the observation it stands for (squared error, mean over the observation's entries), so
+    # that the latents keep the board's contents and the dynamics learn how moves change it;
+    # 0 turns it off
+    reconstruction_loss_weight: float = 0.0
     num_simulations: int = 16
     max_considered_actions: int = 16  # gumbel only
     # gumbel only: 0 rescales each node's Q-values by their min and max (mctx's default);
@@ -160,7 +165,8 @@ class Config(RolloutBudget):
                        "conv_channels")
         check_budget(self)
         check_at_least(self, 0, "learning_starts", "res_blocks", "opening_plies", "q_range",
-                       "weight_decay", "consistency_loss_weight")
+                       "weight_decay", "consistency_loss_weight",
+                       "reconstruction_loss_weight")
         check_at_least(self, 3, "support_bins")
         if self.buffer_size < self.num_envs * self.sequence_length:
             raise ConfigError(f"buffer_size={self.buffer_size} must hold at least "
@@ -180,6 +186,9 @@ class Config(RolloutBudget):
         if self.model == "env" and self.consistency_loss_weight > 0:
             raise ConfigError("consistency_loss_weight needs model='learned': the env model "
                               "has no latent dynamics to train")
+        if self.model == "env" and self.reconstruction_loss_weight > 0:
+            raise ConfigError("reconstruction_loss_weight needs model='learned': the env "
+                              "model has no latents to decode")
         if self.model == "env" and self.reanalyse_fraction > 0:
             raise ConfigError("reanalyse_fraction needs model='learned': replay keeps no env "
                               "states to search from")

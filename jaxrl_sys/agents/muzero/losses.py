@@ -28,8 +28,9 @@ from jaxrl_sys.core.value_transform import Support, logits_to_scalar, scalar_to_
 
 class Unroll(NamedTuple):
     """The learned model's logits along sampled sequences: policy [B, K+1, A], value
-    [B, K+1, bins], reward [B, K, bins], legal moves [B, K+1, A], episode end [B, K]; and
-    the latents the dynamics predicted for steps 1..K [B, K, D]."""
+    [B, K+1, bins], reward [B, K, bins], legal moves [B, K+1, A], episode end [B, K]; the
+    latents the dynamics predicted for steps 1..K [B, K, D]; and the representation's latent
+    of step 0 [B, D]."""
 
     policy: jax.Array
     value: jax.Array
@@ -37,6 +38,7 @@ class Unroll(NamedTuple):
     legal: jax.Array
     end: jax.Array
     latent: jax.Array
+    first_latent: jax.Array
 
 
 def unroll_step_weights(unroll_steps: int) -> np.ndarray:
@@ -70,7 +72,7 @@ def unroll_model(network: MuZeroNetwork, params, first_obs: jax.Array, actions: 
 
     Returns:
         The logits: policy [B, K+1, A], value [B, K+1, bins], reward [B, K, bins], legal
-            [B, K+1, A], end [B, K]; and the latents [B, K, D] of steps 1..K.
+            [B, K+1, A], end [B, K]; the latents [B, K, D] of steps 1..K and [B, D] of step 0.
     """
     latent = network.apply(params, first_obs, method=MuZeroNetwork.represent)
     first = network.apply(params, latent, method=MuZeroNetwork.predict)
@@ -84,6 +86,7 @@ def unroll_model(network: MuZeroNetwork, params, first_obs: jax.Array, actions: 
         return (scale_gradient(latent, dynamics_grad_scale),
                 (reward_logits, end_logit, later, latent))
 
+    first_latent = latent
     _, (reward_logits, end_logits, later, latents) = jax.lax.scan(unroll, latent, actions.T,
                                                                   unroll=True)
     # [B, K+1, .]: step 0 from the representation, steps 1..K from the dynamics
@@ -92,7 +95,7 @@ def unroll_model(network: MuZeroNetwork, params, first_obs: jax.Array, actions: 
         for at_0, at_k in zip(first, later)
     )
     return Unroll(policy_all, value_all, reward_logits.swapaxes(0, 1), legal_all,
-                  end_logits.swapaxes(0, 1), latents.swapaxes(0, 1))
+                  end_logits.swapaxes(0, 1), latents.swapaxes(0, 1), first_latent)
 
 
 def rules_loss(unrolled: Unroll, legal: jax.Array, terminated: jax.Array, alive: jax.Array,
@@ -148,6 +151,34 @@ def consistency_loss(network: MuZeroNetwork, params, predicted_latents: jax.Arra
     unit = lambda x: x / (jnp.linalg.norm(x, axis=-1, keepdims=True) + 1e-8)  # noqa: E731
     similarity = jnp.sum(unit(online) * unit(target), -1).reshape(b, k)
     return -jnp.sum(similarity * alive * step_weights[1:], 1)
+
+
+def reconstruction_loss(network: MuZeroNetwork, params, unrolled: Unroll,
+                        observations: jax.Array, alive: jax.Array, step_weights: np.ndarray
+                        ) -> jax.Array:
+    """The decoder's squared error per row [B]: each latent of steps 0..K (the
+    representation's, then the dynamics') decoded against the real observation of its step
+    [B, K+1, ...], mean over the observation's entries; `alive` [B, K+1] masks the steps,
+    weighed as the other losses. Its gradient reaches the dynamics through every predicted
+    latent, so the model must carry what each move does to the board.
+
+    Args:
+        network: the MuZero network (with its decoder).
+        params (PyTree): its parameters.
+        unrolled: `unroll_model`'s latents.
+        observations: [B, K+1, ...] the real observations of steps 0..K.
+        alive: [B, K+1] float mask of the steps.
+        step_weights: [K+1] weights (`unroll_step_weights`).
+
+    Returns:
+        [B] losses.
+    """
+    b, k = unrolled.latent.shape[:2]
+    latents = jnp.concatenate([unrolled.first_latent[:, None], unrolled.latent], 1)
+    decoded = network.apply(params, latents.reshape(b * (k + 1), *latents.shape[2:]),
+                            method=MuZeroNetwork.decode).reshape(b, k + 1, -1)
+    error = jnp.mean(jnp.square(decoded - observations.reshape(b, k + 1, -1)), -1)
+    return jnp.sum(error * alive * step_weights, 1)
 
 
 def mixed_value_targets(returns: jax.Array, root_values: jax.Array, mix: float) -> jax.Array:
@@ -257,7 +288,7 @@ def muzero_loss(params, target_params, batch: Batch, *, network: MuZeroNetwork,
         loss: the scalar loss.
         aux: (value errors [B] at each row's first step, the new priorities; scalar metrics
             `value_loss`, `policy_loss`, `reward_loss`, `value_target_mean`, and `rules_loss` and
-            `consistency_loss` where those losses are on).
+            `consistency_loss` and `reconstruction_loss` where those losses are on).
     """
     K = config.unroll_steps
     step_weights = unroll_step_weights(K)
@@ -276,6 +307,7 @@ def muzero_loss(params, target_params, batch: Batch, *, network: MuZeroNetwork,
     reward_targets = jnp.where(alive[:, :K], batch.reward[:, :K], 0.0)
     rule_loss = jnp.zeros(batch.obs.shape[0])
     consistency = jnp.zeros(batch.obs.shape[0])
+    reconstruction = jnp.zeros(batch.obs.shape[0])
     if config.model == "env":
         value_mask = policy_mask
         reward_mask = jnp.zeros_like(value_mask[:, :K])
@@ -299,12 +331,17 @@ def muzero_loss(params, target_params, batch: Batch, *, network: MuZeroNetwork,
             consistency = consistency_loss(network, params, unrolled.latent,
                                            batch.obs[:, 1: K + 1], policy_mask[:, 1:],
                                            step_weights)
+        if config.reconstruction_loss_weight > 0:
+            reconstruction = reconstruction_loss(network, params, unrolled,
+                                                 batch.obs[:, : K + 1].astype(jnp.float32),
+                                                 policy_mask, step_weights)
     terms = prediction_losses(policy_all, value_all, reward_logits, policy_targets, z,
                               reward_targets, policy_mask, value_mask, reward_mask,
                               step_weights, value_support, reward_support)
     per_row = (config.value_loss_weight * terms.value + terms.policy + terms.reward
                + config.rule_loss_weight * rule_loss
-               + config.consistency_loss_weight * consistency)
+               + config.consistency_loss_weight * consistency
+               + config.reconstruction_loss_weight * reconstruction)
     loss = jnp.mean(batch.weights * per_row)
     value_error = jnp.abs(logits_to_scalar(value_all[:, 0], value_support) - z[:, 0])
     aux = {
@@ -317,4 +354,6 @@ def muzero_loss(params, target_params, batch: Batch, *, network: MuZeroNetwork,
         aux["rules_loss"] = jnp.mean(rule_loss)
     if config.consistency_loss_weight > 0:
         aux["consistency_loss"] = jnp.mean(consistency)
+    if config.reconstruction_loss_weight > 0:
+        aux["reconstruction_loss"] = jnp.mean(reconstruction)
     return loss, (value_error, aux)

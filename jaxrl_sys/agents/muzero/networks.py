@@ -101,6 +101,7 @@ class MuZeroNetwork(nn.Module):
     rule_heads: bool = False
     consistency: bool = False  # the projection and predictor heads of the consistency loss
     planes: bool = False  # latents keep the board's planes [H, W, conv_channels]
+    observation_size: int = 0  # > 0: a decoder from latents to flat observations [F]
 
     def setup(self) -> None:
         """The torso (conv for images, else MLP), three MLPs and their heads; with `planes`
@@ -130,6 +131,9 @@ class MuZeroNetwork(nn.Module):
             self.projection_out = Head(self.latent_dim, 1.0)
             self.predictor_mlp = MLP((PROJECTION_HIDDEN,), self.activation)
             self.predictor_out = Head(self.latent_dim, 1.0)
+        if self.observation_size:
+            self.decoder_mlp = MLP(self.hidden, self.activation)
+            self.decoder_out = Head(self.observation_size, 1.0)
 
     def represent(self, obs: jax.Array) -> jax.Array:
         """Latent states [B, D] (or planes [B, H, W, C]) of observations [B, ...], min-max
@@ -172,6 +176,11 @@ class MuZeroNetwork(nn.Module):
         """The predictor [B, D] applied to the projections of predicted latents only."""
         return self.predictor_out(self.predictor_mlp(projection))
 
+    def decode(self, latent: jax.Array) -> jax.Array:
+        """The flat observations [B, F] that latents [B, D] (or planes [B, H, W, C]) stand
+        for (the reconstruction loss's decoder)."""
+        return self.decoder_out(self.decoder_mlp(flatten_rows(latent)))
+
     def __call__(self, obs: jax.Array, action: jax.Array):
         """Touches every sub-network (for `init`)."""
         latent = self.represent(obs)
@@ -179,6 +188,8 @@ class MuZeroNetwork(nn.Module):
         outputs = (self.predict(next_latent), reward, end)
         if self.consistency:
             outputs += (self.predict_projection(self.project(next_latent)),)
+        if self.observation_size:
+            outputs += (self.decode(next_latent),)
         return outputs
 
 
@@ -201,6 +212,8 @@ def build_network(spec: EnvSpec, config: Config) -> MuZeroNetwork:
         value_bins=config.support_bins, reward_bins=config.support_bins,
         rule_heads=config.learns_rules, consistency=config.consistency_loss_weight > 0,
         planes=planes,
+        observation_size=(int(np.prod(spec.obs_shape))
+                          if config.reconstruction_loss_weight > 0 else 0),
     )
 
 
