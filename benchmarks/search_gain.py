@@ -31,6 +31,8 @@ import numpy as np
 
 from jaxrl_sys import agents, envs
 from jaxrl_sys.agents.muzero import agent as muzero
+from jaxrl_sys.agents.muzero.config import Config
+from jaxrl_sys.agents.muzero.defaults import LEARNED_MODEL_ONLY
 from jaxrl_sys.agents.muzero.networks import MuZeroNetwork, predict_scalar, supports
 from jaxrl_sys.core.config import ConfigError, apply_overrides
 from jaxrl_sys.core.evaluation import evaluate
@@ -109,8 +111,10 @@ def main(argv=None) -> int:
             rows.append((f"learned, {sims} sims, {' '.join(args.search_set)}",
                          muzero.greedy_action(muzero.make(
                              eval_env, dataclasses.replace(changed, num_simulations=sims)))))
+    shipped = Config()
     env_model = dataclasses.replace(config, model="env", rule_heads=False,
-                                    consistency_loss_weight=0.0, reanalyse_fraction=0.0)
+                                    **{name: getattr(shipped, name)
+                                       for name in LEARNED_MODEL_ONLY})
     rows.append((f"env, {config.num_simulations} sims",
                  muzero.greedy_action(muzero.make(eval_env, env_model))))
     results = []

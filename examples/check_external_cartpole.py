@@ -25,6 +25,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from jaxrl_sys.serve.process import ServerDidNotStart, start_server_process
+
 EXAMPLE = Path(__file__).resolve().parent / "external_cartpole.py"
 AGENTS = ("dqn", "ppo")
 INFERENCE = ("remote", "local")
@@ -47,16 +49,13 @@ def parse_cases(text: str) -> list[tuple[str, str]]:
 
 def run_case(agent: str, inference: str, until_return: float, run_root: Path) -> dict:
     """One server and one example run; the example's summary line, with the case named."""
-    server = subprocess.Popen(
-        [sys.executable, "-m", "jaxrl_sys.commands.serve", "--learn", "--agent", agent,
-         "--env", "gymnasium:CartPole-v1", "--port", "0", "--run-root", str(run_root)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    first = server.stdout.readline()
-    if " at http://" not in first:
-        server.kill()
+    try:
+        server, address = start_server_process(
+            ["--learn", "--agent", agent, "--env", "gymnasium:CartPole-v1",
+             "--run-root", str(run_root)])
+    except ServerDidNotStart as error:
         return {"agent": agent, "inference": inference, "reached": False,
-                "error": (first + server.stdout.read()).strip().splitlines()[-1:]}
-    address = first.rsplit(" at ", 1)[1].strip()
+                "error": str(error).splitlines()[-1:]}
     # the server's log is drained so that a full pipe never blocks it
     threading.Thread(target=server.stdout.read, daemon=True).start()
     started = time.monotonic()

@@ -53,6 +53,7 @@ def train_here(capsys, *args: str) -> subprocess.CompletedProcess:
         (["--agent", "dqn", "--set", "gamma=1.5"], "gamma must be in [0, 1]"),
         (["--agent", "dqn", "--set", "torso=grid_cnn"], "torso=grid_cnn needs image observations"),
         (["--agent", "muzero", "--env", "Pendulum-v1"], "muzero needs discrete actions"),
+        (["--agent", "alphazero", "--env", "Pendulum-v1"], "alphazero needs discrete actions"),
         (["--agent", "muzero", "--set", "search=alphazero"], "search must be one of"),
         (["--agent", "muzero", "--env", "TicTacToe-v0", "--set", "env.opponent=expert"],
          "opponent"),

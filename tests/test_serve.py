@@ -32,6 +32,7 @@ from jaxrl_sys.serve.episodes import FinishedEpisode
 from jaxrl_sys.serve.program import (Manifest, PolicyProgram, batch_sizes, greedy_acting,
                                      read_leaves)
 from jaxrl_sys.serve.service import PolicyService, ServeSettings
+from jaxrl_sys.serve.process import start_server_process
 
 
 def trained(tmp_path_factory, name: str, *overrides: str):
@@ -430,12 +431,7 @@ def test_a_recurrent_policy_keeps_its_memory_per_episode(tmp_path_factory):
 
 def start_server(*args: str) -> tuple[subprocess.Popen, str]:
     """`jaxrl-serve ... --port 0` in a process of its own, and its address once it serves."""
-    process = subprocess.Popen([sys.executable, "-m", "jaxrl_sys.commands.serve", *args,
-                                "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True)
-    line = process.stdout.readline()
-    assert " at http://" in line, line + process.stdout.read()
-    return process, line.rsplit(" at ", 1)[1].strip()
+    return start_server_process(args)
 
 
 async def concurrent_clients(address: str, clients: int, steps: int) -> list:
@@ -622,6 +618,14 @@ def test_a_missing_run_is_one_line_and_exit_2(tmp_path, capsys):
 
     assert main([str(tmp_path / "nothing")]) == 2
     assert "no run directory" in capsys.readouterr().err
+
+
+def test_a_server_process_that_does_not_serve_raises_with_its_one_line(tmp_path):
+    from jaxrl_sys.serve.process import ServerDidNotStart
+
+    with pytest.raises(ServerDidNotStart, match="no run directory") as refused:
+        start_server_process([str(tmp_path / "nothing")])
+    assert str(refused.value).count("\n") == 0
 
 
 def test_the_rllib_side_by_side_without_rllib_is_one_line_and_exit_2():

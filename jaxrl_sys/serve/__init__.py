@@ -9,6 +9,7 @@ PolicyServerInput and PolicyClient, done as this system does everything: one com
     stats     request counts, batch sizes and latency for the metrics endpoint
     app       the HTTP application (Starlette): routes, token, body limit
     client    `PolicyClient`: remote inference, or local with a refreshed copy of the parameters
+    process   `jaxrl-serve` started in a process of its own on a free port (scripts, tests)
 
 The caller hands the agents and envs in (`jaxrl_sys.commands.serve`, `jaxrl_sys.client`).
 """

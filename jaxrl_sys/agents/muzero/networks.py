@@ -196,7 +196,8 @@ class MuZeroNetwork(nn.Module):
 def build_network(spec: EnvSpec, config: Config) -> MuZeroNetwork:
     """The network for `spec`'s observations and discrete actions (conv torso for images)."""
     if not isinstance(spec.action_space, Discrete):
-        raise ConfigError(f"muzero needs discrete actions; {spec.name} has continuous actions")
+        agent = "alphazero" if config.model == "env" else "muzero"
+        raise ConfigError(f"{agent} needs discrete actions; {spec.name} has continuous actions")
     conv = config.torso == "conv" or (config.torso == "auto" and len(spec.obs_shape) == 3)
     if conv and len(spec.obs_shape) != 3:
         raise ConfigError(f"torso=conv needs image observations [H, W, C]; {spec.name} "
