@@ -15,6 +15,11 @@ keys) with the run's saved parameters:
 If the learned model's search plays no better than the prior while the env's search does,
 the model (its dynamics, rewards and values on unrolled latents), not the policy and value
 learning, limits the run. Prints one line per row and, with `--json`, writes them.
+
+With `--probe-steps N` (and seed 0's parameters) it also measures the one-step model along N
+steps of the learned search's greedy play in 64 envs: for every move a, the model's value
+after it, v(g(h(o), a)), against the network's value of the real next observation, v(h(o'));
+and how often the model's best move, by r + gamma v, is the real next observations' best.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from jaxrl_sys.agents.muzero.defaults import LEARNED_MODEL_ONLY
 from jaxrl_sys.agents.muzero.networks import MuZeroNetwork, predict_scalar, supports
 from jaxrl_sys.core.config import ConfigError, apply_overrides
 from jaxrl_sys.core.evaluation import evaluate
+from jaxrl_sys.core.value_transform import logits_to_scalar
 from jaxrl_sys.runtime.session import open_run
 
 
@@ -50,6 +56,64 @@ def prior_policy(network: MuZeroNetwork, value_support):
     return act
 
 
+def one_step_model_accuracy(env, network: MuZeroNetwork, config: Config, state, act,
+                            num_envs: int, steps: int, key: jax.Array) -> dict[str, float]:
+    """The learned model's one-step accuracy along `steps` steps of `act`'s play in `num_envs`
+    envs, averaged over states: `value_gap` (mean |v(g(h(o), a)) - v(h(o'))| over moves),
+    `model_best_agrees` and `prior_best_agrees` (how often the model's, and the prior's,
+    best move is the best by the real next observations' r + gamma v(h(o'))), and the
+    spreads (max - min over moves) of the model's and the real one-step Q."""
+    value_support, reward_support = supports(config)
+    params = state.params
+    moves_all = jnp.arange(env.spec.action_space.n)
+    step = jax.vmap(env.step)
+
+    def value_of(obs):
+        latent = network.apply(params, obs, method=MuZeroNetwork.represent)
+        return latent, predict_scalar(network, value_support, params, latent)
+
+    def one(carry, step_key):
+        obs, env_state = carry
+        real_key, act_key = jax.random.split(step_key)
+        env_keys = jax.random.split(real_key, num_envs)
+        latent, (prior_logits, _, _) = value_of(obs)
+
+        def after(move):
+            """Model and real values and one-step Q [N] after `move` in every env."""
+            moves = jnp.full((num_envs,), move, jnp.int32)
+            next_latent, reward_logits, end_logit = network.apply(
+                params, latent, moves, method=MuZeroNetwork.dynamics)
+            _, model_value, _ = predict_scalar(network, value_support, params, next_latent)
+            model_ends = jax.nn.sigmoid(end_logit) > 0.5
+            q_model = (logits_to_scalar(reward_logits, reward_support)
+                       + config.gamma * model_value * (1.0 - model_ends))
+            _, _, reward, terminated, _, info = step(env_keys, env_state, moves)
+            _, (_, real_value, _) = value_of(info["final_observation"])
+            q_real = reward + config.gamma * real_value * (1.0 - terminated)
+            return model_value, real_value, q_model, q_real
+
+        model_value, real_value, q_model, q_real = jax.vmap(after)(moves_all)  # [A, N]
+        real_best = jnp.argmax(q_real, 0)
+        measured = jnp.stack([
+            jnp.mean(jnp.abs(model_value - real_value)),
+            jnp.mean(jnp.argmax(q_model, 0) == real_best),
+            jnp.mean(jnp.argmax(prior_logits, -1) == real_best),
+            jnp.mean(q_model.max(0) - q_model.min(0)),
+            jnp.mean(q_real.max(0) - q_real.min(0)),
+        ])
+        moves = act(state, obs, act_key)
+        obs, env_state = step(jax.random.split(act_key, num_envs), env_state, moves)[:2]
+        return (obs, env_state), measured
+
+    reset_key, run_key = jax.random.split(key)
+    start = jax.vmap(env.reset)(jax.random.split(reset_key, num_envs))
+    _, measured = jax.jit(lambda start, keys: jax.lax.scan(one, start, keys))(
+        start, jax.random.split(run_key, steps))
+    names = ("value_gap", "model_best_agrees", "prior_best_agrees", "model_q_spread",
+             "real_q_spread")
+    return {name: round(float(x), 3) for name, x in zip(names, np.asarray(measured).mean(0))}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("run_dir", type=Path)
@@ -60,6 +124,10 @@ def main(argv=None) -> int:
     p.add_argument("--search-set", action="append", default=[], metavar="KEY=VALUE",
                    help="a config field changed for the learned model's extra rows at play "
                         "time (q_range=10, value_scale=0.05, ...)")
+    p.add_argument("--probe-steps", type=int, default=0,
+                   help="also measure the one-step model along this many steps (seed 0)")
+    p.add_argument("--probe-only", action="store_true",
+                   help="only the one-step model probe, no greedy episodes")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
     try:
@@ -70,6 +138,9 @@ def main(argv=None) -> int:
         return 2
     if args.episodes < 1 or any(n < 1 for n in extra):
         print("search_gain: --episodes and --simulations must be at least 1", file=sys.stderr)
+        return 2
+    if args.probe_steps < 0:
+        print("search_gain: --probe-steps must be at least 0", file=sys.stderr)
         return 2
     if not (args.run_dir / "run.json").is_file():
         print(f"search_gain: no run directory at {args.run_dir}", file=sys.stderr)
@@ -117,9 +188,15 @@ def main(argv=None) -> int:
                                        for name in LEARNED_MODEL_ONLY})
     rows.append((f"env, {config.num_simulations} sims",
                  muzero.greedy_action(muzero.make(eval_env, env_model))))
-    results = []
+    results, probe = [], None
     print(f"{args.run_dir} chunk {record['chunk']}, {args.episodes} greedy episodes per seed")
-    for name, policy in rows:
+    if args.probe_steps:
+        seed_0 = jax.tree.map(lambda x: x[0], carry.agent_state)
+        probe = one_step_model_accuracy(eval_env, network, config, seed_0, rows[1][1], 64,
+                                        args.probe_steps, jax.random.PRNGKey(3))
+        print("one-step model (seed 0): " + ", ".join(f"{k} {v}" for k, v in probe.items()),
+              flush=True)
+    for name, policy in ([] if args.probe_only else rows):
         per_seed = returns(policy).mean(-1)
         results.append({"policy": name, "per_seed": per_seed.round(2).tolist(),
                         "mean": round(float(per_seed.mean()), 2)})
@@ -127,7 +204,8 @@ def main(argv=None) -> int:
               flush=True)
     if args.json is not None:
         args.json.write_text(json.dumps({"run_dir": str(args.run_dir),
-                                         "chunk": record["chunk"], "rows": results}, indent=1))
+                                         "chunk": record["chunk"], "rows": results,
+                                         "one_step_model": probe}, indent=1))
     return 0
 
 
