@@ -124,8 +124,11 @@ _FAMILY_SIZES: dict[str, dict[str, Any]] = {
                            "reward_scale", "gamma", "memory")}
     for entry in TUNED if entry.env in ("*-MinAtar", "brax:*", "*-bsuite", "*-popgym")
 }
-# A2C's batch on Brax: more envs than its 16 (Brax steps thousands at once)
-_A2C_FAMILY: dict[str, dict[str, Any]] = {"brax:*": dict(num_envs=256)}
+# A2C's batch on Brax: more envs than its 16 (Brax steps thousands at once); on MinAtar's
+# Atari-like games, rl-baselines3-zoo's A2C Atari entry (hyperparams/a2c.yml): an entropy
+# bonus of 0.01 and value coefficient 0.25
+_A2C_FAMILY: dict[str, dict[str, Any]] = {"brax:*": dict(num_envs=256),
+                                          "*-MinAtar": dict(ent_coef=0.01, vf_coef=0.25)}
 
 # A2C (Mnih et al. 2016, synchronous): one unclipped gradient step per short rollout, n-step
 # returns (GAE with lambda 1 is the n-step return to the rollout's end) and RMSProp, as
