@@ -398,3 +398,24 @@ def test_reconstruction_loss_decodes_every_latent_against_its_observation():
     assert "decoder_mlp" not in muzero.init(jax.random.PRNGKey(0), env.spec, off).params["params"]
     with pytest.raises(ConfigError, match="reconstruction_loss_weight needs model='learned'"):
         dataclasses.replace(config, model="env").validate()
+
+
+def test_decoder_takes_the_hidden_widths_by_default_and_can_be_one_linear_map():
+    """decoder_hidden None copies `hidden`; () decodes the latent [B, D] with one linear map
+    straight to the observation [B, F]; without the reconstruction loss it is refused."""
+    env = envs.make("CartPole-v1")
+    config = dataclasses.replace(muzero.Config(), latent_dim=8, hidden=(16, 12),
+                                 support_bins=11, reconstruction_loss_weight=1.0)
+    kernels = lambda c: {(part, name): layer["kernel"].shape  # noqa: E731
+                         for part in ("decoder_mlp", "decoder_out")
+                         for name, layer in muzero.init(jax.random.PRNGKey(0), env.spec, c)
+                         .params["params"].get(part, {}).items()}
+    assert sorted(kernels(config).values()) == [(8, 16), (12, 4), (16, 12)]
+    linear = dataclasses.replace(config, decoder_hidden=())
+    assert list(kernels(linear).values()) == [(8, 4)]
+    assert sorted(kernels(dataclasses.replace(config, decoder_hidden=(5,))).values()) == [
+        (5, 4), (8, 5)]
+    with pytest.raises(ConfigError, match="decoder_hidden needs reconstruction_loss_weight"):
+        dataclasses.replace(linear, reconstruction_loss_weight=0.0).validate()
+    with pytest.raises(ConfigError, match="decoder_hidden must be positive layer widths"):
+        dataclasses.replace(config, decoder_hidden=(0,)).validate()

@@ -75,6 +75,9 @@ class Config(RolloutBudget):
     # that the latents keep the board's contents and the dynamics learn how moves change it;
     # 0 turns it off
     reconstruction_loss_weight: float = 0.0
+    # the decoder's hidden layers: None takes `hidden`'s widths, () makes it one linear map
+    # from the latent to the observation (about a seventh of the cost of two layers of 256)
+    decoder_hidden: tuple[int, ...] | None = None
     num_simulations: int = 16
     max_considered_actions: int = 16  # gumbel only
     # gumbel only: 0 rescales each node's Q-values by their min and max (mctx's default);
@@ -188,7 +191,14 @@ class Config(RolloutBudget):
                               "has no latent dynamics to train")
         if self.model == "env" and self.reconstruction_loss_weight > 0:
             raise ConfigError("reconstruction_loss_weight needs model='learned': the env "
-                              "model has no latents to decode")
+                              "model has no latents to decode (--agent alphazero takes "
+                              "this env's entry without it)")
+        if self.decoder_hidden is not None and self.reconstruction_loss_weight == 0:
+            raise ConfigError("decoder_hidden needs reconstruction_loss_weight > 0: there is "
+                              "no decoder without the reconstruction loss")
+        if self.decoder_hidden and min(self.decoder_hidden) < 1:
+            raise ConfigError(f"decoder_hidden must be positive layer widths, got "
+                              f"{self.decoder_hidden}")
         if self.model == "env" and self.reanalyse_fraction > 0:
             raise ConfigError("reanalyse_fraction needs model='learned': replay keeps no env "
                               "states to search from")

@@ -129,7 +129,7 @@ def default_config(env_name: str) -> Config:
 # AlphaZero (the `alphazero` agent): MuZero's entries searched over the real env (`model="env"`),
 # without the options that only a learned model has
 LEARNED_MODEL_ONLY = frozenset({"consistency_loss_weight", "reconstruction_loss_weight",
-                                "reanalyse_fraction", "latent"})
+                                "decoder_hidden", "reanalyse_fraction", "latent"})
 _ALPHAZERO_REACHED: dict[str, str] = {
     "TicTacToe-v0": "0 losses in 100 games against the perfect player, 50 in each seat, at 20k "
                     "steps under native, AVX2, AVX and SSE4_2 code (tests/test_muzero.py)",

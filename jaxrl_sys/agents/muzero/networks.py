@@ -102,6 +102,7 @@ class MuZeroNetwork(nn.Module):
     consistency: bool = False  # the projection and predictor heads of the consistency loss
     planes: bool = False  # latents keep the board's planes [H, W, conv_channels]
     observation_size: int = 0  # > 0: a decoder from latents to flat observations [F]
+    decoder_hidden: tuple[int, ...] = ()  # the decoder's hidden layers; (): one linear map
 
     def setup(self) -> None:
         """The torso (conv for images, else MLP), three MLPs and their heads; with `planes`
@@ -132,7 +133,7 @@ class MuZeroNetwork(nn.Module):
             self.predictor_mlp = MLP((PROJECTION_HIDDEN,), self.activation)
             self.predictor_out = Head(self.latent_dim, 1.0)
         if self.observation_size:
-            self.decoder_mlp = MLP(self.hidden, self.activation)
+            self.decoder_mlp = MLP(self.decoder_hidden, self.activation)
             self.decoder_out = Head(self.observation_size, 1.0)
 
     def represent(self, obs: jax.Array) -> jax.Array:
@@ -215,6 +216,8 @@ def build_network(spec: EnvSpec, config: Config) -> MuZeroNetwork:
         planes=planes,
         observation_size=(int(np.prod(spec.obs_shape))
                           if config.reconstruction_loss_weight > 0 else 0),
+        decoder_hidden=tuple(config.hidden if config.decoder_hidden is None
+                             else config.decoder_hidden),
     )
 
 
