@@ -126,8 +126,8 @@ _FAMILY_SIZES: dict[str, dict[str, Any]] = {
 }
 # A2C's batch on Brax: more envs than its 16 (Brax steps thousands at once); on MinAtar's
 # Atari-like games, rl-baselines3-zoo's A2C Atari entry (hyperparams/a2c.yml): an entropy
-# bonus of 0.01 and value coefficient 0.25, with Adam in place of RMSProp (where RMSProp's
-# policy stays at one return from 500k steps on) and GAE's lambda at 0.95
+# bonus of 0.01 and value coefficient 0.25, with Adam in place of RMSProp and GAE's lambda at
+# 0.95 (how each was chosen: docs/notes/a2c.md)
 _A2C_FAMILY: dict[str, dict[str, Any]] = {"brax:*": dict(num_envs=256),
                                           "*-MinAtar": dict(ent_coef=0.01, vf_coef=0.25,
                                                             optimizer="adam", gae_lambda=0.95)}
