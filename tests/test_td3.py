@@ -1,6 +1,7 @@
 """TD3 and DDPG (the `td3` package; `ddpg` is the registered agent): the losses by hand, the
 actor and targets moving every `policy_delay` steps, one update on 8 devices equal to one on
-1, Ape-X's noise scales by env id, TD3's LayerNorm critics, and refusals. Learning:
+1, Ape-X's noise scales by env id, greedy play by the actor or its target, TD3's LayerNorm
+critics, and refusals. Learning:
 tests/test_learning.py's `ddpg:Pendulum-v1` (its PROMISES); the host loop:
 tests/test_host_loop.py."""
 
@@ -156,6 +157,25 @@ def test_greedy_actions_are_the_policys_in_the_box_and_noise_moves_them():
     np.testing.assert_allclose(greedy, np.clip(want, -2, 2), rtol=1e-5, atol=1e-6)
     noisy = np.asarray(agent.act(state.params, obs, jax.random.PRNGKey(2)))
     assert np.abs(noisy).max() <= 2.0 and not np.allclose(noisy, greedy)
+
+
+@pytest.mark.parametrize("target_actor", [False, True])
+def test_greedy_play_acts_with_the_actor_or_the_target_actor(target_actor):
+    """`greedy_target_actor` makes evaluation (and serving, recording) play the Polyak-averaged
+    target actor; the exploring policy keeps the actor either way."""
+    config = dataclasses.replace(td3.default_config("Pendulum-v1"),
+                                 greedy_target_actor=target_actor)
+    agent = td3.make(envs.make("Pendulum-v1"), config, axis_name=None)
+    state = agent.init(jax.random.PRNGKey(0))
+    other = agent.init(jax.random.PRNGKey(5)).params.actor
+    state = state.replace(params=state.params.replace(target_actor=other))
+    obs = jax.random.normal(jax.random.PRNGKey(1), (16, 3))
+    played = np.asarray(td3.greedy_action(agent)(state, obs, jax.random.PRNGKey(2)))
+    actor = state.params.target_actor if target_actor else state.params.actor
+    want = np.clip(2.0 * np.asarray(agent.setup.actor.apply(actor, obs)), -2, 2)
+    np.testing.assert_allclose(played, want, rtol=1e-5, atol=1e-6)
+    online = np.clip(2.0 * np.asarray(agent.setup.actor.apply(state.params.actor, obs)), -2, 2)
+    assert np.allclose(played, online) != target_actor
 
 
 def test_td3s_critics_normalise_their_layers_and_ddpgs_do_not():

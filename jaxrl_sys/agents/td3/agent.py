@@ -248,11 +248,18 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
                  bind(update, setup), bind(train_step, setup), setup=setup)
 
 
+def greedy_params(config: Config, params: Params) -> Params:
+    """The parameters greedy play acts with: `params`, or with `greedy_target_actor` the
+    target actor in the actor's place."""
+    return params.replace(actor=params.target_actor) if config.greedy_target_actor else params
+
+
 def greedy_action(agent: Agent) -> Callable[[State, jax.Array, jax.Array], jax.Array]:
-    """The policy's actions without noise, for evaluation."""
+    """The policy's actions without noise (the actor's, or the target actor's), for
+    evaluation, serving and recording."""
     return lambda state, obs, key, legal=None, env_state=None: agent.act(
-        state.params, obs_norm.normalize(state.obs_stats, obs), key, greedy=True
-    )
+        greedy_params(agent.config, state.params), obs_norm.normalize(state.obs_stats, obs),
+        key, greedy=True)
 
 
 placement_problem = batch_placement_problem  # each device samples its share of the batch

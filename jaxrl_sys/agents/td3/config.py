@@ -33,6 +33,9 @@ class Config(ContinuousControlConfig):
     # LayerNorm in TD3's critics: without it 2 of 16 Pendulum seeds collapsed late
     # (docs/notes/td3.md); DDPG keeps plain critics
     critic_layer_norm: bool = True
+    # greedy play (evaluation, serving, recording) with the Polyak-averaged target actor, whose
+    # parameters trail the actor's by about 1/tau actor steps and so skip its last wobbles
+    greedy_target_actor: bool = False
     apex_base: float = 0.4
     apex_alpha: float = 7.0
 
