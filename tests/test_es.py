@@ -1,7 +1,8 @@
 """ES and ARS (the `es` and `ars` agents, evosax's strategies on device): the first episode's
 return in a window and the members' fitness by hand, a generation on 8 devices as on one,
-honest step counts, ARS's observation statistics, and refusals. Their learning tests are
-tests/test_learning.py's (their promises); the killed-run resume is tests/test_checkpoint.py's."""
+honest step counts, steps past the scored episode, ARS's observation statistics, and
+refusals. Their learning tests are tests/test_learning.py's (their promises); the killed-run
+resume is tests/test_checkpoint.py's."""
 
 from __future__ import annotations
 
@@ -80,6 +81,26 @@ def test_a_generation_counts_every_env_step_and_the_episode_steps_apart():
     assert 0 < float(metrics["episode_steps"]) <= 32 * 40
     assert float(metrics["fitness_min"]) <= float(metrics["fitness_mean"]) <= \
         float(metrics["fitness_max"])
+
+
+def test_steps_after_the_first_episode_do_not_change_a_generation():
+    """Only each member's first episode is scored: Pendulum's 200-step episodes in rollouts
+    of 500 or of 200 steps move the mean to the same bits over the same generations."""
+    def means(rollout_steps: int):
+        config = dataclasses.replace(agents.load("es").default_config("Pendulum-v1"),
+                                     population=8, rollout_steps=rollout_steps,
+                                     total_steps=8 * rollout_steps * 2)
+        agent = es.make(envs.make("Pendulum-v1"), config, axis_name=None)
+        state = agent.init(jax.random.PRNGKey(0))
+        env_state = agent.init_envs(jax.random.PRNGKey(1), jnp.arange(8))
+        step = jax.jit(agent.train_step)
+        for generation in range(2):
+            state, env_state, _ = step(state, env_state, jax.random.PRNGKey(10 + generation))
+        return np.asarray(state.strategy.mean)
+
+    longer, exact = means(500), means(200)
+    np.testing.assert_array_equal(longer, exact)
+    assert not np.array_equal(exact, means(150))  # a rollout cut short scores less
 
 
 def test_an_annealed_rate_stops_the_mean_at_the_last_generation():
