@@ -178,6 +178,14 @@ def test_greedy_play_acts_with_the_actor_or_the_target_actor(target_actor):
     assert np.allclose(played, online) != target_actor
 
 
+def test_td3_plays_greedily_with_its_target_actor_and_ddpg_with_its_actor():
+    """TD3 ships greedy play with the target actor (its Pendulum check passed only so); DDPG
+    keeps its actor, the policy its own checks passed with."""
+    for env_name in ("Pendulum-v1", "MountainCarContinuous-v0"):
+        assert agents.load("td3").default_config(env_name).greedy_target_actor
+        assert not agents.load("ddpg").default_config(env_name).greedy_target_actor
+
+
 def test_td3s_critics_normalise_their_layers_and_ddpgs_do_not():
     """TD3 ships LayerNorm before each hidden activation of both critics (its learning check
     collapsed without); DDPG keeps plain critics; a normalised layer's features have mean 0."""

@@ -30,6 +30,7 @@ AGENTS: dict[str, str] = {
     "pqn": "jaxrl_sys.agents.pqn",
     "rainbow": "jaxrl_sys.agents.dqn.rainbow",
     "ddpg": "jaxrl_sys.agents.td3.ddpg",
+    "td3": "jaxrl_sys.agents.td3",
     "a2c": "jaxrl_sys.agents.ppo.a2c",
     "pg": "jaxrl_sys.agents.ppo.pg",
     "es": "jaxrl_sys.agents.es",

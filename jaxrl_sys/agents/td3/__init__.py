@@ -4,8 +4,7 @@
 The agent contract (`jaxrl_sys.core.types.AgentDef`) and the public functions of `td3`:
 config.py (Config), networks.py (the actor), losses.py (targets and losses), defaults.py (the
 shipped per-env defaults and the learning promises), agent.py (`make` and the rest), host.py
-(the host loop's functions); ddpg.py is the `ddpg` agent. TD3 itself is not registered yet:
-its learning check misses by one seed of 16 (docs/notes/td3.md)."""
+(the host loop's functions). This package is the `td3` agent; ddpg.py is the `ddpg` agent."""
 
 from jaxrl_sys.agents.td3.agent import (
     DEFAULT_EVAL_EPISODES,

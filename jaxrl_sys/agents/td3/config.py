@@ -34,8 +34,9 @@ class Config(ContinuousControlConfig):
     # (docs/notes/td3.md); DDPG keeps plain critics
     critic_layer_norm: bool = True
     # greedy play (evaluation, serving, recording) with the Polyak-averaged target actor, whose
-    # parameters trail the actor's by about 1/tau actor steps and so skip its last wobbles
-    greedy_target_actor: bool = False
+    # parameters trail the actor's by about 1/tau actor steps and so skip its last wobbles;
+    # DDPG plays with its actor
+    greedy_target_actor: bool = True
     apex_base: float = 0.4
     apex_alpha: float = 7.0
 
