@@ -60,9 +60,6 @@ PUREJAXRL_PPO = {
 def our_ppo(num_envs: int, updates: int, unroll: int) -> Callable[[int], float]:
     """A function timing one compiled chunk of `updates` iterations of our PPO (PureJaxRL's
     config) from a fresh `runner.init(seed)` made outside the timing; returns seconds."""
-    import jax
-    import numpy as np
-
     from jaxrl_sys import envs
     from jaxrl_sys.agents import ppo
     from jaxrl_sys.runtime.execution import place, placement_fns
@@ -76,7 +73,15 @@ def our_ppo(num_envs: int, updates: int, unroll: int) -> Callable[[int], float]:
     if unroll:  # 0: the shipped default
         config = dataclasses.replace(config, rollout_unroll=unroll)
     agent = ppo.make(envs.make("CartPole-v1"), config)
-    runner = place(*placement_fns(agent), num_envs=num_envs, iters_per_chunk=updates)
+    return timed_chunk(place(*placement_fns(agent), num_envs=num_envs, iters_per_chunk=updates))
+
+
+def timed_chunk(runner: Any) -> Callable[[int], float]:
+    """A function timing one call of `runner`'s compiled `run_chunk` (one seed) from a
+    `runner.init(seed)` made outside the timing; returns seconds."""
+    import jax
+    import numpy as np
+
     run_chunk = runner.run_chunk.lower(runner.init(np.arange(1))).compile()
 
     def timed(seed: int) -> float:

@@ -93,15 +93,17 @@ def flax_linen_adapter() -> types.ModuleType:
     return linen
 
 
-def load_file(name: str, path: Path) -> types.ModuleType:
-    """The Python file at `path` executed as module `name`; a missing import is a UsageError."""
+def load_file(name: str, path: Path,
+              needs: str = "PureJaxRL's PPO needs distrax, gymnax, flax, optax and chex",
+              ) -> types.ModuleType:
+    """The Python file at `path` executed as module `name`; a missing import is a UsageError
+    that says what the file `needs`."""
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
     except ImportError as e:
-        raise UsageError(f"{path}: {e} (PureJaxRL's PPO needs distrax, gymnax, flax, optax "
-                         "and chex)") from e
+        raise UsageError(f"{path}: {e} ({needs})") from e
     return module
 
 

@@ -1,6 +1,7 @@
 """scripts/evaluate.py and scripts/plot.py on a short training's run directory;
-benchmarks/pendulum_optimum.py on a coarse grid; benchmarks/bench_purejaxrl_rnn.py's refusals;
-benchmarks/suite_durations.py on a hand-made JUnit report, and its file's test ids."""
+benchmarks/pendulum_optimum.py on a coarse grid; the refusals of bench_purejaxrl_rnn.py and
+bench_purejaxql.py; benchmarks/suite_durations.py on a hand-made JUnit report, and its file's
+test ids."""
 
 from __future__ import annotations
 
@@ -161,6 +162,24 @@ def test_gpu_benchmark_refuses_bad_input_in_one_line(argv, says, tmp_path):
     (line,) = done.stderr.strip().splitlines()
     assert says in line
     assert not (tmp_path / "gpu.json").exists()
+
+
+@pytest.mark.parametrize("argv, says", [
+    ([], "needs --purejaxql PATH"),
+    (["--purejaxql", "/nonexistent/purejaxql"], "no purejaxql/pqn_minatar.py there"),
+    (["--purejaxql", "/nonexistent", "--env", "CartPole-v1"], "must be a MinAtar game"),
+])
+def test_purejaxql_side_by_side_refuses_bad_input_in_one_line(argv, says, tmp_path):
+    """benchmarks/bench_purejaxql.py: purejaxql is the user's checkout, never a copy here;
+    bad input is one line and exit 2, and nothing is written."""
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "bench_purejaxql.py"), *argv,
+                           "--out", str(tmp_path / "pqn.json")], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert says in line
+    assert "git clone https://github.com/mttga/purejaxql" in line or "MinAtar" in line
+    assert not (tmp_path / "pqn.json").exists()
 
 
 def test_gpu_benchmark_tables_the_saved_h200_run():
