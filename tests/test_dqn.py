@@ -171,3 +171,21 @@ def test_learning_rate_schedule_ends_at_the_final_fraction():
     assert schedule(0) == np.float32(config.learning_rate)
     assert schedule(last) == np.float32(config.learning_rate * 0.25)
     assert schedule(last - 1) > np.float32(config.learning_rate * 0.25)
+
+
+@pytest.mark.parametrize("target_network", [False, True])
+def test_greedy_play_acts_with_the_online_or_the_target_network(target_network):
+    """`greedy_target_network` makes greedy play (evaluation, serving, recording) take the
+    target network's parameters; acting while training keeps the online ones either way."""
+    config = dataclasses.replace(rainbow.default_config("CartPole-v1"),
+                                 greedy_target_network=target_network)
+    agent = dqn.make(envs.make("CartPole-v1"), config, axis_name=None)
+    state = agent.init(jax.random.PRNGKey(0))
+    state = state.replace(target_params=agent.init(jax.random.PRNGKey(7)).params)
+    obs = jax.random.normal(jax.random.PRNGKey(1), (64, 4))
+    played = np.asarray(dqn.greedy_action(agent)(state, obs, jax.random.PRNGKey(2)))
+    chosen = state.target_params if target_network else state.params
+    want = np.asarray(agent.act(chosen, obs, jax.random.PRNGKey(2), greedy=True))
+    online = np.asarray(agent.act(state.params, obs, jax.random.PRNGKey(2), greedy=True))
+    np.testing.assert_array_equal(played, want)
+    assert (played == online).all() != target_network  # the two networks differ somewhere

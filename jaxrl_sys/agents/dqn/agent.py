@@ -262,11 +262,18 @@ def make(env: Env, config: Config, axis_name: Optional[str] = "device") -> Agent
     )
 
 
+def greedy_params(config: Config, state: State) -> Any:
+    """The parameters greedy play acts with: the online ones, or with `greedy_target_network`
+    the target network's."""
+    return state.target_params if config.greedy_target_network else state.params
+
+
 def greedy_action(agent: Agent) -> Callable[[State, jax.Array, jax.Array], jax.Array]:
-    """Greedy (argmax Q) actions for evaluation (from the observation alone)."""
+    """Greedy (argmax Q) actions for evaluation, serving and recording (from the observation
+    alone), by the online or the target network (`greedy_params`)."""
     return lambda state, obs, key, legal=None, env_state=None: agent.act(
-        state.params, obs_norm.normalize(state.obs_stats, obs), key, greedy=True
-    )
+        greedy_params(agent.config, state), obs_norm.normalize(state.obs_stats, obs), key,
+        greedy=True)
 
 
 placement_problem = batch_placement_problem  # each device samples its share of the batch

@@ -39,6 +39,10 @@ class Config(ApeXQConfig):
     # noisy linear Q heads (Fortunato et al. 2018): exploration by their learned noise, drawn
     # per env and step, instead of epsilon (which must then be 0 throughout)
     noisy: bool = False
+    # greedy play (evaluation, serving, recording) with the target network: under a Polyak
+    # target an average of the online parameters, which skips the last updates' wobbles;
+    # under periodic copies the online parameters of the last copy
+    greedy_target_network: bool = False
 
     @property
     def warmup_steps(self) -> int:
