@@ -242,7 +242,8 @@ def init_twin_critics(critic: Critic, key: jax.Array, obs: jax.Array, action_dim
     )
 
 
-def twin_q_values(critic: Critic, params: Any, obs: jax.Array, action: jax.Array) -> jax.Array:
+def twin_q_values(critic: Critic, params: Any, obs: jax.Array, action: jax.Array,
+                  apart: bool = False) -> jax.Array:
     """The twin critics' Q-values.
 
     Args:
@@ -250,10 +251,18 @@ def twin_q_values(critic: Critic, params: Any, obs: jax.Array, action: jax.Array
         params: the twins' parameters (leading axis 2).
         obs: [B, ...] observations.
         action: [B, A] actions in [-1, 1].
+        apart: apply the twins one after the other instead of vmapped over their axis. On
+            XLA:CPU two matrix products ran faster than one batched over the twins (continuous
+            CQL's update: 1.17x the old step, against 1.10x vmapped). The values are the same
+            bits; the gradients differ in the last bits, so agents whose learning checks ran
+            vmapped keep that.
 
     Returns:
         [2, B] Q-values.
     """
+    if apart:
+        return jnp.stack([critic.apply(jax.tree.map(lambda leaf: leaf[twin], params), obs, action)
+                          for twin in range(2)])
     return jax.vmap(critic.apply, in_axes=(0, None, None))(params, obs, action)
 
 
