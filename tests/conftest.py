@@ -1,5 +1,5 @@
-"""Test setup: 8 simulated CPU devices and the code generation each kind of test compiles with,
-set before JAX initialises its backends.
+"""Test setup: 8 simulated CPU devices (one in a child process) and the code generation each kind
+of test compiles with, set before JAX initialises its backends.
 
 Most tests check properties that hold whatever code XLA generates (8 devices equal one, a
 resumed run equals an uninterrupted one, a loss on hand-made numbers), and compiling is most of
@@ -50,7 +50,12 @@ TEST_CODEGEN_FLAGS = "--xla_cpu_use_fusion_emitters=false --xla_backend_optimiza
 _flags = os.environ[_CALLER_FLAGS]
 if not IN_USER_CODEGEN:
     _flags = f"{_flags} {TEST_CODEGEN_FLAGS}"
-os.environ["XLA_FLAGS"] = f"{_flags} --xla_force_host_platform_device_count=8".strip()
+# A child runs one test, placed on one device (as scripts/check_learning.py places a case), so
+# it makes one CPU device: XLA:CPU sizes its thread pool by the device count, and 8 threads
+# sharing a core trained Rainbow's learning case 1.7x slower than one (results/suite_durations.md).
+TEST_DEVICES = 1 if IN_USER_CODEGEN else 8
+os.environ["XLA_FLAGS"] = (
+    f"{_flags} --xla_force_host_platform_device_count={TEST_DEVICES}".strip())
 # The CPU flags scripts/train.py uses (single-threaded Eigen, which avoids a deadlock on
 # vmapped programs; LLVM -O1 unless the flags above set a level), so that a learning test
 # walks the trajectories that scripts/check_learning.py measures.
@@ -60,7 +65,7 @@ set_safe_cpu_flags()
 
 import jax  # noqa: E402
 
-jax.config.update("jax_num_cpu_devices", 8)
+jax.config.update("jax_num_cpu_devices", TEST_DEVICES)
 
 
 CHILD_MARKS = ("learning", "user_codegen")  # tests that run in a child process
