@@ -253,9 +253,9 @@ def twin_q_values(critic: Critic, params: Any, obs: jax.Array, action: jax.Array
         action: [B, A] actions in [-1, 1].
         apart: apply the twins one after the other instead of vmapped over their axis. On
             XLA:CPU two matrix products ran faster than one batched over the twins (continuous
-            CQL's update: 1.17x the old step, against 1.10x vmapped). The values are the same
-            bits; the gradients differ in the last bits, so agents whose learning checks ran
-            vmapped keep that.
+            CQL's update: 1.17x the old step, against 1.10x vmapped). The values came out the
+            same bits here; the gradients differ in the last bits, so agents whose learning
+            checks ran vmapped keep that.
 
     Returns:
         [2, B] Q-values.
