@@ -23,7 +23,7 @@ TUNED: tuple[Tuned, ...] = (
           "greedy 500.0 at 300k steps on each of seeds 0-15 natively; under AVX 16 of 16 "
           "reach 475, none collapses, worst final 452.7 (results/pqn.md)"),
     Tuned("*-MinAtar", _MINATAR, "greedy over 4 seeds at 10M steps: Breakout 98.1, Asterix "
-          "70.8 (results/pqn.md)"),
+          "70.8, Freeway 67.1 (results/pqn.md)"),
     Tuned("*-popgym", dict(total_steps=1_000_000),
           "not measured: POPGym's tasks need memory, which PQN has none of (ppo has)"),
     Tuned("*-bsuite", dict(total_steps=500_000), "not measured: CartPole's settings with a "
