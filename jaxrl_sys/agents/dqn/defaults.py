@@ -82,8 +82,8 @@ RAINBOW: dict[str, Any] = dict(distributional="c51", noisy=True, dueling=True, d
                                n_step=3, prioritized=True, epsilon_start=0.0, epsilon_end=0.0,
                                exploration="schedule")
 
-# MinAtar's returns reach tens, past C51's [-10, 10]: the support "Revisiting Rainbow"
-# (Obando-Ceron and Castro 2021) trains MinAtar on
+# a good MinAtar policy's discounted returns pass C51's [-10, 10]: the support "Revisiting
+# Rainbow" (Obando-Ceron and Castro 2021) trains MinAtar on
 _RAINBOW_MINATAR: dict[str, Any] = dict(v_min=-100.0, v_max=100.0)
 
 # Rainbow's entries: DQN's (with MinAtar's support), with what Rainbow reached on them
