@@ -194,6 +194,15 @@ def test_noisy_acting_explores_per_env_and_greedy_takes_the_mean():
     np.testing.assert_array_equal(explored[:8], np.asarray(agent.act(loud, obs[:8], keys[:8])))
 
 
+@pytest.mark.parametrize("env", ["Breakout-MinAtar", "Asterix-MinAtar", "Freeway-MinAtar"])
+def test_rainbow_on_minatar_spreads_c51_over_a_hundred_either_way(env):
+    config = rainbow.default_config(env)
+    assert (config.v_min, config.v_max) == (-100.0, 100.0)
+    assert dataclasses.replace(config, v_min=-10.0, v_max=10.0) == dataclasses.replace(
+        dqn.default_config(env), **dqn.defaults.RAINBOW)  # only the support differs from DQN's
+    assert (dqn.default_config(env).v_min, dqn.default_config(env).v_max) == (-10.0, 10.0)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["c51", "qr", "iqn", "rainbow"])
 def test_a_placed_run_trains_and_ranks_replay_by_the_loss(kind):
