@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from jaxrl_sys import agents, envs
+from jaxrl_sys.core.config import ConfigError
 from jaxrl_sys.tools import family_defaults as fd
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,6 +33,18 @@ def test_refusals_follow_what_each_agent_plays(rows):
         assert ((name, "pgx board games") in refused) == (plays != "self_play"), name
     assert ("dqn", "Brax") in refused and ("sac", "MinAtar") in refused
     assert ("ppo", "Brax") not in refused and ("sac", "Brax") not in refused
+
+
+def test_every_agents_every_tuned_entry_is_a_valid_config():
+    invalid = []
+    for name in agents.names():
+        module = agents.load(name)
+        for entry in module.TUNED:
+            try:
+                module.default_config(entry.env).validate()
+            except ConfigError as error:
+                invalid.append(f"{name} on {entry.env}: {error}")
+    assert invalid == []
 
 
 def test_a_family_default_sizes_an_untuned_env_of_the_family():
