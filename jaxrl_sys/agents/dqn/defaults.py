@@ -86,10 +86,10 @@ RAINBOW: dict[str, Any] = dict(distributional="c51", noisy=True, dueling=True, d
 # Rainbow" (Obando-Ceron and Castro 2021) trains MinAtar on
 _RAINBOW_MINATAR: dict[str, Any] = dict(v_min=-100.0, v_max=100.0)
 
-# Rainbow's own choices for an env, over DQN's entry and `RAINBOW`: on Asterix, 3-step returns
-# held Rainbow near a return of 2 for 650k steps, where the 1-step targets of DQN's entry take
-# it past DQN (results/rainbow.md); on Freeway, advantage learning (DQN's entry) needs one
-# value per action, which C51 has not
+# Rainbow's own choices for an env, over DQN's entry and `RAINBOW`: Asterix keeps the 1-step
+# targets of DQN's entry, with which Rainbow learns it where 3-step returns do not
+# (results/rainbow.md); Freeway drops DQN's advantage learning, which needs one value per
+# action and C51 has a distribution
 _RAINBOW_OWN: dict[str, dict[str, Any]] = {
     "Asterix-MinAtar": dict(n_step=1),
     "Freeway-MinAtar": dict(advantage_learning=0.0),
